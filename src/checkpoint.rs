@@ -1,0 +1,173 @@
+//! The coordinator: collects every participant's acknowledgement of checkpoint n, makes
+//! `CheckpointComplete(n)` durable in the journal (the commit point), then has the sink
+//! publish the checkpoint's files and journals `Committed(n)`.
+//!
+//! # The commit protocol, failure case by failure case
+//! 1. Source emits barrier n with its position; each stage snapshots its state (fsynced)
+//!    and acks; the sink preCommits (every staged file and the staging directory fsynced)
+//!    and acks with the list of staged files.
+//!    *Crash here*: nothing in the journal names checkpoint n. Recovery discards its
+//!    staging area and snapshots, and resumes from checkpoint n-1's position.
+//! 2. All acks in: append `CheckpointComplete(n)` (position, snapshot refs, staged → final
+//!    paths with sizes) and fsync it. *Crash before the fsync*: as in 1 (a torn record is
+//!    ignored). *Crash after*: checkpoint n is decided; recovery publishes it.
+//! 3. Publish: rename each staged file to its final name without replacing anything, then
+//!    fsync every touched directory. *Crash midway*: recovery publishes again; a file
+//!    already at its destination with the journaled size counts as done.
+//! 4. Append `Committed(n)`. *Crash before it*: recovery repeats step 3, harmlessly.
+//! 5. After the final checkpoint: `RunFinished`, then the manifest absorbs the run's
+//!    inputs. *Crash between*: the journal still holds the run; the next start folds it.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Result};
+
+use crate::failpoint;
+use crate::journal::{Checkpoint, Journal, Record};
+use crate::sink::{self, StagedFile};
+use crate::source::{InputDone, Position};
+use crate::stage::SnapshotRef;
+use crate::table::JobLayout;
+
+/// A participant's acknowledgement of a checkpoint barrier.
+#[derive(Debug)]
+pub enum Ack {
+    /// The source emitted barrier n at `position`.
+    Source {
+        checkpoint: u64,
+        position: Position,
+        inputs_done: Vec<InputDone>,
+        rows_read: u64,
+        last: bool,
+    },
+    /// A stage snapshotted its state for n.
+    Stage {
+        checkpoint: u64,
+        snapshot: Option<SnapshotRef>,
+    },
+    /// The sink preCommitted n: these files are durable in its staging area.
+    Sink {
+        checkpoint: u64,
+        files: Vec<StagedFile>,
+        rows_written: u64,
+    },
+}
+
+#[derive(Default)]
+struct Partial {
+    acks: usize,
+    source: Option<(Position, Vec<InputDone>, u64, bool)>,
+    snapshots: Vec<SnapshotRef>,
+    sink: Option<(Vec<StagedFile>, u64)>,
+}
+
+/// Turns acknowledgements into durable, committed checkpoints.
+pub struct Coordinator<'a> {
+    journal: &'a mut Journal,
+    layout: &'a JobLayout,
+    columns: Vec<String>,
+    participants: usize,
+    partial: BTreeMap<u64, Partial>,
+    finished: bool,
+}
+
+impl<'a> Coordinator<'a> {
+    /// A coordinator expecting acks from a source, `stages` stages and a sink.
+    pub fn new(
+        journal: &'a mut Journal,
+        layout: &'a JobLayout,
+        columns: Vec<String>,
+        stages: usize,
+    ) -> Self {
+        Coordinator {
+            journal,
+            layout,
+            columns,
+            participants: stages + 2,
+            partial: BTreeMap::new(),
+            finished: false,
+        }
+    }
+
+    /// True once the final checkpoint is committed.
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Records one ack; completes and commits the checkpoint when it was the last one.
+    pub fn on_ack(&mut self, ack: Ack) -> Result<()> {
+        let n = match &ack {
+            Ack::Source { checkpoint, .. }
+            | Ack::Stage { checkpoint, .. }
+            | Ack::Sink { checkpoint, .. } => *checkpoint,
+        };
+        let partial = self.partial.entry(n).or_default();
+        partial.acks += 1;
+        match ack {
+            Ack::Source {
+                position,
+                inputs_done,
+                rows_read,
+                last,
+                ..
+            } => partial.source = Some((position, inputs_done, rows_read, last)),
+            Ack::Stage { snapshot, .. } => partial.snapshots.extend(snapshot),
+            Ack::Sink {
+                files,
+                rows_written,
+                ..
+            } => partial.sink = Some((files, rows_written)),
+        }
+        if partial.acks < self.participants {
+            return Ok(());
+        }
+        let Some(partial) = self.partial.remove(&n) else {
+            return Ok(());
+        };
+        if let Some(earlier) = self.partial.keys().next().filter(|&&k| k < n) {
+            bail!("checkpoint {n} completed before checkpoint {earlier}: barriers overtook each other");
+        }
+        let (Some((position, inputs_done, rows_read, last)), Some((files, rows_written))) =
+            (partial.source, partial.sink)
+        else {
+            bail!("checkpoint {n} was acknowledged without its source or sink");
+        };
+        let checkpoint = Checkpoint {
+            checkpoint: n,
+            position,
+            columns: self.columns.clone(),
+            inputs_done,
+            snapshots: partial.snapshots,
+            files,
+            rows_read,
+            rows_written,
+            last,
+        };
+        complete_and_commit(self.journal, self.layout, checkpoint)?;
+        self.finished = last;
+        Ok(())
+    }
+}
+
+/// Steps 2 to 4 of the protocol for one checkpoint.
+fn complete_and_commit(
+    journal: &mut Journal,
+    layout: &JobLayout,
+    checkpoint: Checkpoint,
+) -> Result<()> {
+    failpoint::hit("checkpoint.complete.before");
+    journal.append(&Record::CheckpointComplete(checkpoint.clone()))?;
+    failpoint::hit("checkpoint.complete.after");
+    commit(journal, layout, &checkpoint)
+}
+
+/// Steps 3 and 4: publish a completed checkpoint and journal it. Idempotent, so that
+/// recovery runs the very same code.
+pub fn commit(journal: &mut Journal, layout: &JobLayout, checkpoint: &Checkpoint) -> Result<()> {
+    sink::publish(layout, checkpoint)?;
+    journal.append(&Record::Committed {
+        checkpoint: checkpoint.checkpoint,
+    })?;
+    failpoint::hit("checkpoint.committed.after");
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! Exit codes, as `CONTRACT.md` fixes them, and the few typed errors that select them.
+//!
+//! Everything else is an `anyhow` error and exits 1. `main` walks an error's chain once
+//! to find one of the typed errors here.
+
+use std::fmt;
+
+/// The process exit codes of the command-line contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Success, including "nothing to do".
+    Success = 0,
+    /// The run failed; the message says what, where and what to do.
+    Failure = 1,
+    /// The command line is wrong.
+    Usage = 2,
+    /// Another `ingest` of the same job holds the table's lock (EX_TEMPFAIL).
+    Locked = 75,
+}
+
+impl Exit {
+    /// Picks the exit code for an error by looking for a typed cause in its chain.
+    pub fn for_error(err: &anyhow::Error) -> Exit {
+        for cause in err.chain() {
+            if cause.is::<LockHeld>() {
+                return Exit::Locked;
+            }
+            if cause.is::<UsageError>() {
+                return Exit::Usage;
+            }
+        }
+        Exit::Failure
+    }
+
+    /// The numeric code handed to the OS.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+/// Another process holds the job's lock.
+#[derive(Debug)]
+pub struct LockHeld {
+    pub table: String,
+    pub job: String,
+    pub holder: String,
+}
+
+impl fmt::Display for LockHeld {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let holder = if self.holder.is_empty() {
+            "another process"
+        } else {
+            &self.holder
+        };
+        write!(
+            f,
+            "job {:?} of table {} is locked by {holder}; another ingest is running, try again later",
+            self.job, self.table
+        )
+    }
+}
+
+impl std::error::Error for LockHeld {}
+
+/// A command line that parses but makes no sense (clap reports the rest itself).
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_match_the_contract() {
+        assert_eq!(Exit::Success.code(), 0);
+        assert_eq!(Exit::Failure.code(), 1);
+        assert_eq!(Exit::Usage.code(), 2);
+        assert_eq!(Exit::Locked.code(), 75);
+    }
+
+    #[test]
+    fn typed_causes_are_found_under_context() {
+        let locked = anyhow::Error::new(LockHeld {
+            table: "t".into(),
+            job: "j".into(),
+            holder: String::new(),
+        })
+        .context("cannot start the load");
+        assert_eq!(Exit::for_error(&locked), Exit::Locked);
+        let usage = anyhow::Error::new(UsageError("bad".into())).context("while checking flags");
+        assert_eq!(Exit::for_error(&usage), Exit::Usage);
+        assert_eq!(
+            Exit::for_error(&anyhow::anyhow!("disk on fire")),
+            Exit::Failure
+        );
+    }
+}

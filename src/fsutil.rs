@@ -1,0 +1,234 @@
+//! The only place that renames, fsyncs, creates, removes or locks.
+//!
+//! Every durable step of the protocol goes through one of these functions, so the
+//! crash each one survives is written down once, here, and a later test build can swap
+//! this module for a power-loss simulator (drop whatever was not fsynced) without
+//! touching the protocol code. A `kill -9` keeps the page cache and cannot tell these
+//! fsyncs from no fsyncs at all; only a power cut can, which is why they are explicit.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+/// Flushes a file's data (and the size that makes it readable) to stable storage.
+///
+/// Survives: a power cut right after the caller journals that the file is complete.
+pub fn sync_file(file: &File, path: &Path) -> Result<()> {
+    file.sync_data()
+        .with_context(|| format!("cannot fsync {}", path.display()))
+}
+
+/// Makes a directory's entries (creations, renames, removals) durable.
+///
+/// Survives: a power cut after a rename or create that the journal already relies on;
+/// without it the file's data is safe but the name pointing at it may vanish.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    let handle =
+        File::open(dir).with_context(|| format!("cannot open directory {}", dir.display()))?;
+    handle
+        .sync_all()
+        .with_context(|| format!("cannot fsync directory {}", dir.display()))
+}
+
+/// Creates `dir` and any missing parents, fsyncing each parent that gained an entry.
+///
+/// Survives: a power cut that would otherwise keep a staged file's data but lose the
+/// directory that names it (DESIGN.md: every new directory is fsynced in its parent).
+pub fn create_dir_all_durable(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        if !parent.as_os_str().is_empty() {
+            create_dir_all_durable(parent)?;
+        }
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot create directory {}", dir.display()))
+        }
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        sync_dir(parent)?;
+    }
+    Ok(())
+}
+
+/// Creates a new file for staged output; fails if the name is taken.
+pub fn create_new(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))
+}
+
+/// Outcome of publishing one staged file.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Published {
+    /// The rename happened now.
+    Renamed,
+    /// The staged file is gone and the destination exists: an earlier attempt renamed it.
+    AlreadyThere,
+}
+
+/// Renames `from` to `to` without ever replacing an existing `to`.
+///
+/// `renameat2(RENAME_NOREPLACE)` is atomic: after a crash exactly one of the two names
+/// exists. Filesystems without it get `link` + `unlink`, which is also never-clobbering
+/// but can leave both names after a crash; that case is recognised (same inode) and
+/// finished. The caller fsyncs the destination directory afterwards: a rename that is
+/// not fsynced can be undone by a power cut.
+pub fn rename_noreplace(from: &Path, to: &Path) -> Result<Published> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => return Ok(Published::Renamed),
+        Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOSYS) => {}
+        Err(rustix::io::Errno::EXIST) => return existing_destination(from, to),
+        Err(rustix::io::Errno::NOENT) if !from.exists() && to.exists() => {
+            return Ok(Published::AlreadyThere)
+        }
+        Err(e) => {
+            return Err(io::Error::from(e))
+                .with_context(|| format!("cannot rename {} to {}", from.display(), to.display()))
+        }
+    }
+    match fs::hard_link(from, to) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            return existing_destination(from, to)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound && !from.exists() && to.exists() => {
+            return Ok(Published::AlreadyThere)
+        }
+        Err(e) => {
+            return Err(e)
+                .with_context(|| format!("cannot link {} to {}", from.display(), to.display()))
+        }
+    }
+    fs::remove_file(from).with_context(|| format!("cannot remove {}", from.display()))?;
+    Ok(Published::Renamed)
+}
+
+/// Both names exist: fine only if they are one file (a link + unlink cut in half).
+fn existing_destination(from: &Path, to: &Path) -> Result<Published> {
+    use std::os::unix::fs::MetadataExt;
+    let a = fs::metadata(from).with_context(|| format!("cannot stat {}", from.display()))?;
+    let b = fs::metadata(to).with_context(|| format!("cannot stat {}", to.display()))?;
+    if a.dev() == b.dev() && a.ino() == b.ino() {
+        fs::remove_file(from).with_context(|| format!("cannot remove {}", from.display()))?;
+        return Ok(Published::AlreadyThere);
+    }
+    anyhow::bail!(
+        "refusing to overwrite {}: a different file already has that name (staged copy kept at {})",
+        to.display(),
+        from.display()
+    )
+}
+
+/// Replaces `path` with `bytes` atomically: temp file, fsync, rename, fsync directory.
+///
+/// Survives: a crash at any instant leaves either the old content or the new, whole.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .context("a state file needs a parent directory")?;
+    let mut tmp_name = path
+        .file_name()
+        .context("a state file needs a name")?
+        .to_os_string();
+    tmp_name.push(".tmp");
+    let tmp = dir.join(tmp_name);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .with_context(|| format!("cannot create {}", tmp.display()))?;
+    file.write_all(bytes)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    sync_file(&file, &tmp)?;
+    fs::rename(&tmp, path)
+        .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
+    sync_dir(dir)
+}
+
+/// Removes a directory tree this run owns, then makes the removal durable.
+///
+/// A removal that a power cut undoes is harmless (recovery removes it again), so the
+/// fsync is for tidiness of what the next run lists, not for correctness.
+pub fn remove_dir_all_durable(dir: &Path) -> Result<()> {
+    match fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("cannot remove {}", dir.display())),
+    }
+    match dir.parent() {
+        Some(parent) if parent.is_dir() => sync_dir(parent),
+        _ => Ok(()),
+    }
+}
+
+/// Removes one file if it exists.
+pub fn remove_file_if_exists(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot remove {}", path.display())),
+    }
+}
+
+/// Shortens a journal to its last valid record, durably, so the torn tail of a crash
+/// is never mistaken for the start of the next record.
+pub fn truncate_durable(file: &File, path: &Path, len: u64) -> Result<()> {
+    file.set_len(len)
+        .with_context(|| format!("cannot truncate {}", path.display()))?;
+    sync_file(file, path)
+}
+
+/// Why a lock could not be taken.
+pub enum LockError {
+    /// Another process holds it; its note (pid, start time) is attached.
+    Held(String),
+    /// Any other failure.
+    Other(anyhow::Error),
+}
+
+/// Takes an exclusive OS lock on `path` without waiting, then writes `note` into it.
+///
+/// The OS lock (flock) dies with the process, so a `kill -9` never leaves a stale lock.
+pub fn try_lock(path: &Path, note: &str) -> std::result::Result<File, LockError> {
+    use fs2::FileExt;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("cannot open lock file {}", path.display()))
+        .map_err(LockError::Other)?;
+    if let Err(e) = file.try_lock_exclusive() {
+        if e.kind() == io::ErrorKind::WouldBlock
+            || e.raw_os_error() == fs2::lock_contended_error().raw_os_error()
+        {
+            let holder = fs::read_to_string(path).unwrap_or_default();
+            return Err(LockError::Held(holder.trim().to_string()));
+        }
+        return Err(LockError::Other(
+            anyhow::Error::new(e).context(format!("cannot lock {}", path.display())),
+        ));
+    }
+    // The note is informational (who holds the lock); it needs no fsync.
+    let write_note = || -> io::Result<()> {
+        file.set_len(0)?;
+        (&file).write_all(note.as_bytes())
+    };
+    write_note()
+        .with_context(|| format!("cannot write lock file {}", path.display()))
+        .map_err(LockError::Other)?;
+    Ok(file)
+}

@@ -1,0 +1,71 @@
+//! `ingest`: load CSV files into a Hive-partitioned table, exactly once.
+//!
+//! The pipeline applies the checkpoint-barrier plus two-phase-commit protocol of stream
+//! processors to a batch load (see `checkpoint.rs` for the protocol, failure case by
+//! failure case):
+//!
+//! ```text
+//! source ──batches + barrier(n)──► stage … stage ──► sink (2PC)
+//!   │ position                       │ snapshot         │ preCommit: staged files fsynced
+//!   └──────────── ack(n) ───────────►│◄──── ack(n) ─────┘
+//!                              coordinator: CheckpointComplete(n) in the journal (fsync)
+//!                                           ──► publish: rename into partitions
+//! ```
+//!
+//! - [`source`]: discover and fingerprint inputs, read CSV with exact positions.
+//! - [`stage`]: transforms with snapshot/restore (`--dedupe-key`).
+//! - [`sink`]: staging areas, preCommit, publish (commit), abort; Hive paths.
+//! - [`checkpoint`]: the coordinator; [`journal`]: its durable log; [`manifest`]: loaded
+//!   inputs; [`recover`]: roll forward, roll back, resume.
+//! - [`run`] and [`pipeline`]: a load end to end; [`fsutil`]: every fsync, rename and
+//!   lock; [`failpoint`]: named crash points for the crash tests.
+
+pub mod batch;
+pub mod checkpoint;
+pub mod cli;
+pub mod config;
+pub mod exit;
+pub mod failpoint;
+pub mod fsutil;
+pub mod journal;
+pub mod manifest;
+pub mod pipeline;
+pub mod recover;
+pub mod report;
+pub mod run;
+pub mod sink;
+pub mod source;
+pub mod stage;
+pub mod table;
+
+use anyhow::Result;
+
+use config::Command;
+use report::{Messages, Summary};
+
+/// Runs a checked command; returns its summary, if it has one.
+pub fn execute(command: Command) -> Result<Option<(Summary, bool, Messages)>> {
+    failpoint::check_env()?;
+    match command {
+        Command::ListFailPoints => {
+            for point in failpoint::POINTS {
+                println!("{point}");
+            }
+            Ok(None)
+        }
+        Command::Load(cfg) => {
+            let messages = Messages {
+                quiet: cfg.common.quiet,
+            };
+            let summary = run::load(&cfg, messages)?;
+            Ok(Some((summary, cfg.common.json, messages)))
+        }
+        Command::Recover(common) => {
+            let messages = Messages {
+                quiet: common.quiet,
+            };
+            let summary = recover::recover(&common, messages)?;
+            Ok(Some((summary, common.json, messages)))
+        }
+    }
+}

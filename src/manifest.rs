@@ -1,0 +1,157 @@
+//! The manifest: which inputs this job has loaded, so a re-run skips them.
+//!
+//! An input becomes loaded in the journal record that commits its last rows
+//! (`CheckpointComplete.inputs_done`); the manifest is only a compacted copy of finished
+//! runs' journals, rewritten atomically when a run finishes (or, after a crash between
+//! `RunFinished` and the rewrite, by the next start). So the manifest and the data can
+//! never disagree: folding the same journal twice changes nothing.
+//!
+//! File layout: the journal's framing (see `journal.rs`) with magic `INGESTM\x01`; the
+//! first frame is a [`Header`], each further frame one [`Entry`].
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::failpoint;
+use crate::fsutil;
+use crate::journal::{decode_frames, encode_frame, RunLog};
+use crate::source::{hash_hex, reader, Fingerprint};
+
+const MANIFEST_MAGIC: &[u8; 8] = b"INGESTM\x01";
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Header {
+    /// The last run folded in; folding it again is skipped.
+    folded_run: Option<String>,
+}
+
+/// One loaded input.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Entry {
+    pub fingerprint: Fingerprint,
+    pub hash: String,
+    pub run_id: String,
+}
+
+/// What the manifest says about an input.
+#[derive(Debug)]
+pub enum Status {
+    New,
+    Loaded,
+    /// Loaded before, with other content.
+    Changed(Entry),
+}
+
+/// The loaded inputs of one job, by canonical path.
+#[derive(Debug, Default)]
+pub struct Manifest {
+    header: Header,
+    entries: BTreeMap<String, Entry>,
+}
+
+impl Manifest {
+    /// Reads the manifest; a missing one is empty.
+    pub fn load(path: &Path) -> Result<Manifest> {
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Manifest::default()),
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot read manifest {}", path.display()))
+            }
+        };
+        let (frames, valid) = decode_frames(&bytes, MANIFEST_MAGIC, path)?;
+        if valid != bytes.len() {
+            // Written atomically, so a bad tail is damage, not a crash: refuse to guess.
+            anyhow::bail!(
+                "manifest {} is damaged at byte {valid}; restore it from a backup",
+                path.display()
+            );
+        }
+        let mut manifest = Manifest::default();
+        let bad = || {
+            format!(
+                "manifest {} holds a record this ingest cannot read",
+                path.display()
+            )
+        };
+        let mut frames = frames.into_iter();
+        if let Some(first) = frames.next() {
+            manifest.header = serde_json::from_slice(first).with_context(bad)?;
+        }
+        for frame in frames {
+            let entry: Entry = serde_json::from_slice(frame).with_context(bad)?;
+            manifest
+                .entries
+                .insert(entry.fingerprint.path.clone(), entry);
+        }
+        Ok(manifest)
+    }
+
+    /// Number of loaded inputs.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when nothing is loaded yet.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Classifies an input. Unchanged metadata means loaded; changed metadata costs a
+    /// full hash, so a file that was merely touched is still recognised as loaded.
+    pub fn status(&self, input: &Fingerprint) -> Result<Status> {
+        let Some(entry) = self.entries.get(&input.path) else {
+            return Ok(Status::New);
+        };
+        if entry.fingerprint.same_metadata(input) {
+            return Ok(Status::Loaded);
+        }
+        if entry.fingerprint.size == input.size || input.path.ends_with(".gz") {
+            let hash = reader::hash_input(Path::new(&input.path))?;
+            if hash_hex(hash) == entry.hash {
+                return Ok(Status::Loaded);
+            }
+        }
+        Ok(Status::Changed(entry.clone()))
+    }
+
+    /// Adds a finished run's loaded inputs and rewrites the manifest atomically.
+    pub fn fold(&mut self, path: &Path, log: &RunLog) -> Result<()> {
+        if self.header.folded_run.as_deref() == Some(log.started.run_id.as_str()) {
+            return Ok(());
+        }
+        for checkpoint in &log.checkpoints {
+            for done in &checkpoint.inputs_done {
+                let fingerprint = log
+                    .started
+                    .inputs
+                    .get(done.input)
+                    .with_context(|| {
+                        format!(
+                            "journal names input {} of a run with fewer inputs",
+                            done.input
+                        )
+                    })?
+                    .clone();
+                let entry = Entry {
+                    fingerprint,
+                    hash: done.hash.clone(),
+                    run_id: log.started.run_id.clone(),
+                };
+                self.entries.insert(entry.fingerprint.path.clone(), entry);
+            }
+        }
+        self.header.folded_run = Some(log.started.run_id.clone());
+        let mut bytes = MANIFEST_MAGIC.to_vec();
+        encode_frame(&serde_json::to_vec(&self.header)?, &mut bytes);
+        for entry in self.entries.values() {
+            encode_frame(&serde_json::to_vec(entry)?, &mut bytes);
+        }
+        fsutil::write_atomic(path, &bytes)?;
+        failpoint::hit("manifest.fold.after");
+        Ok(())
+    }
+}

@@ -1,0 +1,152 @@
+//! Wires one run's pipeline: source → stages → sink on their own threads, joined by
+//! bounded channels, with the coordinator on the calling thread collecting acks.
+//!
+//! Memory stays flat whatever the input size: at most `CHANNEL_DEPTH` batches wait on
+//! each channel. If any part fails, the others stop at their next batch and the first
+//! real error is reported; whatever completed stays committed and resumable.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, sync_channel};
+use std::sync::Arc;
+use std::thread;
+
+use anyhow::{anyhow, bail, Result};
+
+use crate::checkpoint::Coordinator;
+use crate::fsutil;
+use crate::journal::{Checkpoint, Journal, RunStarted};
+use crate::sink::{self, CsvSink};
+use crate::source::{self, SourcePlan};
+use crate::stage::{self, dedupe::Dedupe, SnapshotRef, SnapshotStore, Stage};
+use crate::table::JobLayout;
+
+/// Batches in flight per channel.
+const CHANNEL_DEPTH: usize = 4;
+
+/// What one execution of the pipeline starts from.
+pub struct Spec<'a> {
+    pub layout: &'a JobLayout,
+    pub run: &'a RunStarted,
+    pub columns: Vec<String>,
+    /// The last completed checkpoint when resuming.
+    pub resume: Option<&'a Checkpoint>,
+    /// Every stage snapshot of the completed checkpoints, in order.
+    pub snapshots: Vec<SnapshotRef>,
+}
+
+/// Builds the stages the options ask for, restored from `snapshots`.
+fn build_stages(spec: &Spec) -> Result<Vec<Box<dyn Stage>>> {
+    let mut stages: Vec<Box<dyn Stage>> = Vec::new();
+    let options = &spec.run.options;
+    if !options.dedupe_key.is_empty() {
+        stages.push(Box::new(Dedupe::new(&options.dedupe_key, &spec.columns)?));
+    }
+    for stage in &mut stages {
+        stage::restore(stage.as_mut(), &spec.layout.dir, &spec.snapshots)?;
+    }
+    Ok(stages)
+}
+
+/// Checks that the options fit the columns, before anything is journaled.
+pub fn validate(layout: &JobLayout, run: &RunStarted, columns: &[String]) -> Result<()> {
+    let spec = Spec {
+        layout,
+        run,
+        columns: columns.to_vec(),
+        resume: None,
+        snapshots: Vec::new(),
+    };
+    build_stages(&spec)?;
+    CsvSink::new(layout, &run.run_id, columns, &run.options.partition_by, 1)?;
+    Ok(())
+}
+
+/// Runs the pipeline to the final checkpoint, committing each checkpoint as it completes.
+pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
+    let run = spec.run;
+    let stages = build_stages(&spec)?;
+    let store = SnapshotStore::new(&spec.layout.dir, &run.run_id);
+    if !stages.is_empty() {
+        fsutil::create_dir_all_durable(&store.dir())?;
+    }
+    let first_checkpoint = spec.resume.map_or(1, |c| c.checkpoint + 1);
+    let sink = CsvSink::new(
+        spec.layout,
+        &run.run_id,
+        &spec.columns,
+        &run.options.partition_by,
+        first_checkpoint,
+    )?;
+    let plan = SourcePlan {
+        inputs: run.inputs.clone(),
+        columns: spec.columns.clone(),
+        delimiter: run.options.delimiter,
+        checkpoint_rows: run.options.checkpoint_rows,
+        first_checkpoint,
+        resume: spec.resume.map(|c| c.position.clone()),
+    };
+    let nstages = stages.len();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (ack_tx, ack_rx) = channel();
+
+    thread::scope(|scope| {
+        let (tx, mut rx) = sync_channel(CHANNEL_DEPTH);
+        let mut handles = Vec::new();
+        let (acks, flag) = (ack_tx.clone(), cancel.clone());
+        handles.push((
+            "source",
+            scope.spawn(move || source::run(plan, tx, acks, flag)),
+        ));
+        for stage in stages {
+            let (tx, next_rx) = sync_channel(CHANNEL_DEPTH);
+            let (acks, store) = (ack_tx.clone(), store.clone());
+            let input = std::mem::replace(&mut rx, next_rx);
+            handles.push((
+                "stage",
+                scope.spawn(move || stage::run(stage, input, tx, acks, store)),
+            ));
+        }
+        let acks = ack_tx.clone();
+        handles.push(("sink", scope.spawn(move || sink::run(sink, rx, acks))));
+        drop(ack_tx);
+
+        let mut coordinator = Coordinator::new(journal, spec.layout, spec.columns.clone(), nstages);
+        let mut outcome = Ok(());
+        for ack in ack_rx.iter() {
+            if let Err(e) = coordinator.on_ack(ack) {
+                outcome = Err(e);
+                break;
+            }
+        }
+        let finished = coordinator.finished();
+        cancel.store(true, Ordering::Relaxed);
+        drop(ack_rx);
+
+        let mut errors = Vec::new();
+        for (name, handle) in handles {
+            match handle.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => errors.push(e),
+                Err(_) => errors.push(anyhow!("internal error: the {name} thread panicked")),
+            }
+        }
+        if let Err(e) = outcome {
+            errors.push(e);
+        }
+        // Secondary errors ("the pipeline stopped") only echo the first real one.
+        let is_echo = |e: &anyhow::Error| {
+            let text = e.to_string();
+            text == "the pipeline stopped" || text == "the coordinator stopped"
+        };
+        if let Some(pos) = errors.iter().position(|e| !is_echo(e)) {
+            return Err(errors.swap_remove(pos));
+        }
+        if let Some(e) = errors.into_iter().next() {
+            return Err(e);
+        }
+        if !finished {
+            bail!("the pipeline ended before its final checkpoint");
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,120 @@
+//! `ingest --recover`: roll forward what completed, roll back what did not, resume.
+//!
+//! 1. Replay the journal (a torn last record is ignored and truncated).
+//! 2. Publish every completed checkpoint that is not journaled as committed; publishing
+//!    is idempotent, so a recovery that crashes here is simply run again.
+//! 3. Abort: remove the staging areas and snapshots of checkpoints that never completed,
+//!    only under this run's own directories; report anything unrecognised.
+//! 4. Check that the inputs still to read are unchanged (metadata now, content hash of
+//!    the partly read input's prefix when the source seeks back to its position).
+//! 5. Restore stage state from the completed checkpoints' snapshots, resume the source
+//!    at the last completed checkpoint's position, and run to the end as usual.
+
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+
+use crate::checkpoint;
+use crate::config::Common;
+use crate::journal::{self, Journal};
+use crate::manifest::Manifest;
+use crate::pipeline;
+use crate::report::{Messages, Summary};
+use crate::run::{self, lock_job};
+use crate::sink::pending;
+use crate::source::{self, discover};
+use crate::table::JobLayout;
+
+/// Finishes the job's interrupted run, if there is one.
+pub fn recover(common: &Common, messages: Messages) -> Result<Summary> {
+    let started = Instant::now();
+    let layout = JobLayout::new(&common.table, &common.job);
+    let nothing = || {
+        Ok(Summary::nothing(
+            "nothing-to-recover",
+            &common.job,
+            0,
+            started.elapsed(),
+        ))
+    };
+    if !layout.dir.exists() {
+        return nothing();
+    }
+    let _lock = lock_job(&layout)?;
+    let mut manifest = Manifest::load(&layout.manifest())?;
+    let replay = journal::replay(&layout.journal())?;
+    let Some(log) = replay.log else {
+        return nothing();
+    };
+    if log.finished {
+        // A crash between RunFinished and the manifest rewrite: complete the fold.
+        manifest.fold(&layout.manifest(), &log)?;
+        pending::remove_run(&layout, &log.started.run_id)?;
+        return nothing();
+    }
+    if replay.valid_len != replay.file_len {
+        messages.note(&format!(
+            "ignoring a torn journal record ({} bytes) left by the crash",
+            replay.file_len - replay.valid_len
+        ));
+    }
+    let mut journal = Journal::open_append(&layout.journal(), replay.valid_len)?;
+    let run_id = log.started.run_id.clone();
+
+    for completed in log.uncommitted() {
+        checkpoint::commit(&mut journal, &layout, completed)?;
+    }
+    let last = log.last_checkpoint();
+    let unknown = pending::discard_incomplete(&layout, &run_id, last.map_or(0, |c| c.checkpoint))?;
+    for path in unknown
+        .iter()
+        .chain(&pending::foreign_runs(&layout, Some(&run_id))?)
+    {
+        messages.note(&format!("left alone: {path} (not owned by run {run_id})"));
+    }
+
+    if !last.is_some_and(|c| c.last) {
+        let from = last.map_or(0, |c| c.position.input);
+        for recorded in &log.started.inputs[from.min(log.started.inputs.len())..] {
+            let now = discover::fingerprint(std::path::Path::new(&recorded.path));
+            match now {
+                Ok(now) if now.same_metadata(recorded) => {}
+                _ => bail!(
+                    "input {} changed since the interrupted run {run_id} began (or is gone); \
+                     recovery would load rows that do not match what was committed. Restore \
+                     the original file to finish the run",
+                    recorded.path
+                ),
+            }
+        }
+        let columns = match last {
+            Some(c) => c.columns.clone(),
+            None => source::read_columns(&log.started.inputs, log.started.options.delimiter)?
+                .unwrap_or_default(),
+        };
+        let snapshots = log
+            .checkpoints
+            .iter()
+            .flat_map(|c| c.snapshots.iter().cloned())
+            .collect();
+        messages.note(&format!(
+            "resuming run {run_id} after checkpoint {}",
+            last.map_or(0, |c| c.checkpoint)
+        ));
+        let spec = pipeline::Spec {
+            layout: &layout,
+            run: &log.started,
+            columns,
+            resume: last,
+            snapshots,
+        };
+        pipeline::execute(spec, &mut journal).map_err(|e| run::stopped(e, common))?;
+    }
+    let log = run::finish(&layout, &mut journal, &mut manifest)?;
+    Ok(Summary::from_log(
+        "recovered",
+        &common.job,
+        &log,
+        started.elapsed(),
+    ))
+}

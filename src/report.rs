@@ -1,0 +1,122 @@
+//! Everything `ingest` tells its user besides errors: notes on stderr (silenced by
+//! `--quiet`), the one-line summary, and the `--json` summary on stdout.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::journal::RunLog;
+
+/// Where notes go.
+#[derive(Debug, Clone, Copy)]
+pub struct Messages {
+    pub quiet: bool,
+}
+
+impl Messages {
+    /// A note for the person at the terminal (nothing with `--quiet`).
+    pub fn note(&self, text: &str) {
+        if !self.quiet {
+            eprintln!("ingest: {text}");
+        }
+    }
+}
+
+/// What a command did; `--json` prints it as one object.
+#[derive(Debug, Default, Serialize)]
+pub struct Summary {
+    /// `loaded`, `nothing-to-load`, `recovered` or `nothing-to-recover`.
+    pub outcome: &'static str,
+    pub job: String,
+    pub run_id: Option<String>,
+    pub inputs_loaded: u64,
+    pub inputs_skipped: u64,
+    pub rows_read: u64,
+    pub rows_written: u64,
+    pub rows_deduplicated: u64,
+    pub files_written: u64,
+    pub partitions: u64,
+    pub checkpoints: u64,
+    pub bytes_written: u64,
+    pub elapsed_seconds: f64,
+}
+
+impl Summary {
+    /// The figures of a run as its journal records them (a recovered run counts the work
+    /// before the crash too).
+    pub fn from_log(outcome: &'static str, job: &str, log: &RunLog, elapsed: Duration) -> Summary {
+        let mut summary = Summary {
+            outcome,
+            job: job.to_string(),
+            run_id: Some(log.started.run_id.clone()),
+            elapsed_seconds: elapsed.as_secs_f64(),
+            ..Summary::default()
+        };
+        let mut partitions = BTreeSet::new();
+        for c in &log.checkpoints {
+            summary.checkpoints += 1;
+            summary.inputs_loaded += c.inputs_done.len() as u64;
+            summary.rows_read += c.rows_read;
+            summary.rows_written += c.rows_written;
+            for f in &c.files {
+                summary.files_written += 1;
+                summary.bytes_written += f.size;
+                partitions.insert(f.dest.rsplit_once('/').map_or("", |(dir, _)| dir));
+            }
+        }
+        summary.partitions = partitions.len() as u64;
+        summary.rows_deduplicated = summary.rows_read - summary.rows_written.min(summary.rows_read);
+        summary
+    }
+
+    /// A summary for a command that found nothing to do.
+    pub fn nothing(outcome: &'static str, job: &str, skipped: u64, elapsed: Duration) -> Summary {
+        Summary {
+            outcome,
+            job: job.to_string(),
+            inputs_skipped: skipped,
+            elapsed_seconds: elapsed.as_secs_f64(),
+            ..Summary::default()
+        }
+    }
+
+    /// The one-line human summary.
+    pub fn line(&self) -> String {
+        match self.outcome {
+            "nothing-to-load" => format!(
+                "nothing to load: {} input(s) already loaded",
+                self.inputs_skipped
+            ),
+            "nothing-to-recover" => "nothing to recover".to_string(),
+            _ => {
+                let rate = self.rows_read as f64 / self.elapsed_seconds.max(1e-9);
+                let mut line = format!(
+                    "{} {} rows from {} input(s) into {} file(s) in {} partition(s), {} checkpoint(s), {} bytes, {:.2} s ({:.0} rows/s)",
+                    self.outcome,
+                    self.rows_written,
+                    self.inputs_loaded,
+                    self.files_written,
+                    self.partitions,
+                    self.checkpoints,
+                    self.bytes_written,
+                    self.elapsed_seconds,
+                    rate
+                );
+                if self.rows_deduplicated > 0 {
+                    line.push_str(&format!(
+                        "; {} duplicate row(s) dropped",
+                        self.rows_deduplicated
+                    ));
+                }
+                if self.inputs_skipped > 0 {
+                    line.push_str(&format!(
+                        "; {} input(s) already loaded",
+                        self.inputs_skipped
+                    ));
+                }
+                line
+            }
+        }
+    }
+}

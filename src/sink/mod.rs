@@ -1,0 +1,334 @@
+//! The two-phase-commit sink: one transaction per checkpoint.
+//!
+//! - beginTransaction: the first record of checkpoint n creates its staging area
+//!   `_ingest/JOB/pending/RUN/n/` (hidden, same filesystem as the table).
+//! - write: records go to one staged file per partition value, named `….inprogress` so
+//!   that no reader's glob ever matches it.
+//! - preCommit (barrier n): flush and fsync every staged file and the staging directory,
+//!   then acknowledge n with the list of staged → final paths.
+//! - commit ([`publish`], run by the coordinator after `CheckpointComplete(n)` is durable,
+//!   and by recovery): rename each file into `TABLE/COL=VALUE/part-….csv` without
+//!   replacing anything, fsync every touched directory.
+//! - abort: remove the staging area of a checkpoint that never completed
+//!   (see [`pending`]).
+//!
+//! The four primitives (stage, make durable, publish, discard) are the seam where an
+//! object-store implementation would plug in multipart uploads.
+
+pub mod partition;
+pub mod pending;
+
+use std::collections::{BTreeSet, HashMap};
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, Sender};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::batch::{Barrier, Msg, RecordBatch};
+use crate::checkpoint::Ack;
+use crate::failpoint;
+use crate::fsutil;
+use crate::journal::Checkpoint;
+use crate::table::JobLayout;
+
+/// Suffix of staged files: matches no reader's glob for a committed extension.
+pub const STAGED_SUFFIX: &str = ".inprogress";
+const WRITE_BUFFER: usize = 64 * 1024;
+
+/// One staged file as the journal records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagedFile {
+    /// Relative to the job's directory.
+    pub staged: String,
+    /// Relative to the table directory.
+    pub dest: String,
+    pub size: u64,
+    pub rows: u64,
+}
+
+struct PartFile {
+    staged: PathBuf,
+    staged_rel: String,
+    dest: String,
+    writer: csv::Writer<File>,
+    rows: u64,
+}
+
+/// The open transaction of one checkpoint.
+struct Transaction {
+    checkpoint: u64,
+    dir: PathBuf,
+    parts: Vec<PartFile>,
+    /// Partition key (length-prefixed raw values) → index in `parts`.
+    by_key: HashMap<Vec<u8>, usize>,
+    rows: u64,
+}
+
+/// Writes records into per-checkpoint transactions of CSV part files.
+pub struct CsvSink {
+    layout: JobLayout,
+    run_id: String,
+    partition_cols: Vec<(usize, String)>,
+    body_cols: Vec<usize>,
+    header: Vec<String>,
+    txn: Transaction,
+    key: Vec<u8>,
+    dir_name: String,
+}
+
+impl CsvSink {
+    /// A sink for `columns`, partitioned by `partition_by`, starting at `first_checkpoint`.
+    pub fn new(
+        layout: &JobLayout,
+        run_id: &str,
+        columns: &[String],
+        partition_by: &[String],
+        first_checkpoint: u64,
+    ) -> Result<CsvSink> {
+        let mut partition_cols = Vec::new();
+        // Inputs with no header at all (empty files) have no columns and write nothing.
+        let partition_by = if columns.is_empty() {
+            &[]
+        } else {
+            partition_by
+        };
+        for col in partition_by {
+            match columns.iter().position(|c| c == col) {
+                Some(i) => partition_cols.push((i, col.clone())),
+                None => bail!(
+                    "--partition-by column {col:?} is not in the input (columns: {})",
+                    columns.join(", ")
+                ),
+            }
+        }
+        let body_cols: Vec<usize> = (0..columns.len())
+            .filter(|i| !partition_cols.iter().any(|(p, _)| p == i))
+            .collect();
+        if body_cols.is_empty() && !columns.is_empty() {
+            bail!(
+                "every column is a partition column; at least one column must remain in the files"
+            );
+        }
+        let header = body_cols.iter().map(|&i| columns[i].clone()).collect();
+        Ok(CsvSink {
+            layout: layout.clone(),
+            run_id: run_id.to_string(),
+            partition_cols,
+            body_cols,
+            header,
+            txn: Transaction::new(layout, run_id, first_checkpoint),
+            key: Vec::new(),
+            dir_name: String::new(),
+        })
+    }
+
+    /// Writes a batch into the open transaction.
+    ///
+    /// Hot path: the partition key is built in a reused buffer and looked up without
+    /// allocating; a file is opened only for a partition new to this checkpoint.
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        for row in 0..batch.len() {
+            self.key.clear();
+            for &(col, _) in &self.partition_cols {
+                let value = batch.field(row, col);
+                self.key
+                    .extend_from_slice(&(value.len() as u32).to_le_bytes());
+                self.key.extend_from_slice(value);
+            }
+            let part = match self.txn.by_key.get(self.key.as_slice()) {
+                Some(&i) => i,
+                None => self.open_part(batch, row)?,
+            };
+            let part = &mut self.txn.parts[part];
+            part.writer
+                .write_record(self.body_cols.iter().map(|&c| batch.field(row, c)))
+                .with_context(|| format!("cannot write staged file {}", part.staged.display()))?;
+            part.rows += 1;
+        }
+        self.txn.rows += batch.len() as u64;
+        Ok(())
+    }
+
+    fn open_part(&mut self, batch: &RecordBatch, row: usize) -> Result<usize> {
+        self.dir_name.clear();
+        for (i, (col, name)) in self.partition_cols.iter().enumerate() {
+            if i > 0 {
+                self.dir_name.push('/');
+            }
+            partition::component(name, batch.field(row, *col), &mut self.dir_name)
+                .with_context(|| format!("input line {}", batch.line(row)))?;
+        }
+        let txn = &mut self.txn;
+        if txn.parts.is_empty() {
+            // beginTransaction: the staging area, durable in its parent before any file in
+            // it can be named by the journal.
+            fsutil::create_dir_all_durable(&txn.dir)?;
+        }
+        let seq = txn.parts.len();
+        let file_name = format!(
+            "part-{}-{}-{:06}-{seq:05}.csv",
+            self.layout.job, self.run_id, txn.checkpoint
+        );
+        let dest = if self.dir_name.is_empty() {
+            file_name.clone()
+        } else {
+            format!("{}/{file_name}", self.dir_name)
+        };
+        let staged = txn.dir.join(format!("{file_name}{STAGED_SUFFIX}"));
+        let staged_rel = format!(
+            "pending/{}/{}/{file_name}{STAGED_SUFFIX}",
+            self.run_id,
+            crate::table::checkpoint_dir_name(txn.checkpoint)
+        );
+        let file = fsutil::create_new(&staged)?;
+        let mut writer = csv::WriterBuilder::new()
+            .buffer_capacity(WRITE_BUFFER)
+            .from_writer(file);
+        writer
+            .write_record(&self.header)
+            .with_context(|| format!("cannot write staged file {}", staged.display()))?;
+        txn.parts.push(PartFile {
+            staged,
+            staged_rel,
+            dest,
+            writer,
+            rows: 0,
+        });
+        txn.by_key.insert(self.key.clone(), seq);
+        Ok(seq)
+    }
+
+    /// preCommit: makes every staged file of the transaction durable, then starts the next.
+    pub fn pre_commit(&mut self, barrier: Barrier) -> Result<(Vec<StagedFile>, u64)> {
+        failpoint::hit("sink.precommit.before");
+        let next = Transaction::new(&self.layout, &self.run_id, barrier.checkpoint + 1);
+        let txn = std::mem::replace(&mut self.txn, next);
+        if txn.checkpoint != barrier.checkpoint {
+            bail!(
+                "sink expected barrier {}, got {}",
+                txn.checkpoint,
+                barrier.checkpoint
+            );
+        }
+        let mut files = Vec::with_capacity(txn.parts.len());
+        for mut part in txn.parts {
+            part.writer
+                .flush()
+                .with_context(|| format!("cannot write staged file {}", part.staged.display()))?;
+            let file = part.writer.get_ref();
+            // Survives: a power cut after CheckpointComplete names this file.
+            fsutil::sync_file(file, &part.staged)?;
+            let size = file
+                .metadata()
+                .with_context(|| format!("cannot stat {}", part.staged.display()))?
+                .len();
+            files.push(StagedFile {
+                staged: part.staged_rel,
+                dest: part.dest,
+                size,
+                rows: part.rows,
+            });
+        }
+        if !files.is_empty() {
+            // Survives: a power cut that keeps the files' data but loses their names.
+            fsutil::sync_dir(&txn.dir)?;
+        }
+        failpoint::hit("sink.precommit.after");
+        Ok((files, txn.rows))
+    }
+
+    /// abort: discards the open transaction (its checkpoint will never complete).
+    pub fn abort(self) -> Result<()> {
+        let dir = self.txn.dir.clone();
+        drop(self.txn);
+        fsutil::remove_dir_all_durable(&dir)
+    }
+}
+
+impl Transaction {
+    fn new(layout: &JobLayout, run_id: &str, checkpoint: u64) -> Transaction {
+        Transaction {
+            checkpoint,
+            dir: layout.pending_txn(run_id, checkpoint),
+            parts: Vec::new(),
+            by_key: HashMap::new(),
+            rows: 0,
+        }
+    }
+}
+
+/// Runs the sink until the final barrier; aborts the open transaction on early end.
+pub fn run(mut sink: CsvSink, input: Receiver<Msg>, acks: Sender<Ack>) -> Result<()> {
+    for msg in input {
+        match msg {
+            Msg::Batch(batch) => sink.write(&batch)?,
+            Msg::Barrier(barrier) => {
+                let (files, rows_written) = sink.pre_commit(barrier)?;
+                acks.send(Ack::Sink {
+                    checkpoint: barrier.checkpoint,
+                    files,
+                    rows_written,
+                })
+                .map_err(|_| anyhow!("the coordinator stopped"))?;
+                if barrier.last {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    // The input ended without a final barrier: upstream failed. Its error is reported
+    // by the pipeline; here the open transaction is aborted.
+    sink.abort()
+}
+
+/// commit: publishes a completed checkpoint's staged files into the table.
+///
+/// Idempotent: a file already at its destination with the journaled size is done. Never
+/// replaces a file: a different file at a destination is an error, not a clobber.
+pub fn publish(layout: &JobLayout, checkpoint: &Checkpoint) -> Result<()> {
+    let mut dirs = BTreeSet::new();
+    let mid = checkpoint.files.len().div_ceil(2);
+    for (i, file) in checkpoint.files.iter().enumerate() {
+        let staged = layout.dir.join(&file.staged);
+        let dest = layout.in_table(&file.dest);
+        let dir = dest
+            .parent()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| layout.table.clone());
+        fsutil::create_dir_all_durable(&dir)?;
+        if !staged.exists() && !dest.exists() {
+            bail!(
+                "checkpoint {} is journaled as complete but its staged file {} is missing and \
+                 was never published to {}; the table may have lost rows",
+                checkpoint.checkpoint,
+                staged.display(),
+                dest.display()
+            );
+        }
+        fsutil::rename_noreplace(&staged, &dest)?;
+        let size = std::fs::metadata(&dest)
+            .with_context(|| format!("cannot stat {}", dest.display()))?
+            .len();
+        if size != file.size {
+            bail!(
+                "{} has {size} bytes but checkpoint {} journaled {}; it was not written by this run",
+                dest.display(),
+                checkpoint.checkpoint,
+                file.size
+            );
+        }
+        failpoint::hit("commit.rename.after");
+        if i + 1 == mid && checkpoint.files.len() > 1 {
+            failpoint::hit("commit.mid");
+        }
+        dirs.insert(dir);
+    }
+    for dir in &dirs {
+        // Survives: a power cut after `Committed(n)` that would otherwise undo the renames.
+        fsutil::sync_dir(dir)?;
+    }
+    failpoint::hit("commit.dirsync.after");
+    Ok(())
+}

@@ -1,0 +1,255 @@
+//! The source: enumerates inputs, reads their records, and emits a checkpoint barrier
+//! every `checkpoint_rows` records and at the end, each carrying the exact position to
+//! resume from. Its acknowledgement of barrier n is that position.
+
+pub mod discover;
+pub mod reader;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Sender, SyncSender};
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::batch::{Barrier, Msg, RecordBatch, BATCH_ROWS};
+use crate::checkpoint::Ack;
+use crate::failpoint;
+use reader::InputReader;
+
+/// An input's identity when the run started: enough to notice that it changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fingerprint {
+    pub path: String,
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl Fingerprint {
+    /// Same metadata: the cheap proof that a file did not change.
+    pub fn same_metadata(&self, other: &Fingerprint) -> bool {
+        self == other
+    }
+}
+
+/// An input read to its end, with the hash of all its (decoded) bytes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InputDone {
+    pub input: usize,
+    pub hash: String,
+}
+
+/// Where the source resumes: input `input`, just after `offset` decoded bytes (which hold
+/// `lines` lines and hash to `prefix_hash`). Inputs before `input` are finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    pub input: usize,
+    pub offset: u64,
+    pub lines: u64,
+    pub prefix_hash: String,
+}
+
+/// Formats a content hash the way the journal and manifest store it.
+pub fn hash_hex(hash: u128) -> String {
+    format!("{hash:032x}")
+}
+
+fn parse_hash(hex: &str) -> Result<u128> {
+    u128::from_str_radix(hex, 16).with_context(|| format!("bad hash {hex:?} in the journal"))
+}
+
+/// Reads the header of the first non-empty input: the table's columns for this run.
+pub fn read_columns(inputs: &[Fingerprint], delimiter: u8) -> Result<Option<Vec<String>>> {
+    for input in inputs {
+        let mut reader = InputReader::open(Path::new(&input.path), delimiter)?;
+        if let Some(header) = read_header(&mut reader)? {
+            return Ok(Some(header));
+        }
+    }
+    Ok(None)
+}
+
+fn read_header(reader: &mut InputReader) -> Result<Option<Vec<String>>> {
+    if !reader.read_record()? {
+        return Ok(None);
+    }
+    let header: Vec<String> = reader
+        .fields()
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .collect();
+    for (i, name) in header.iter().enumerate() {
+        if header[..i].contains(name) {
+            bail!(
+                "{}:{}: the header names column {name:?} twice",
+                reader.name(),
+                reader.record_line()
+            );
+        }
+    }
+    Ok(Some(header))
+}
+
+/// What the source thread needs.
+pub struct SourcePlan {
+    pub inputs: Vec<Fingerprint>,
+    pub columns: Vec<String>,
+    pub delimiter: u8,
+    pub checkpoint_rows: u64,
+    /// The first barrier's checkpoint number.
+    pub first_checkpoint: u64,
+    /// Where to start; `None` for the beginning of the first input.
+    pub resume: Option<Position>,
+}
+
+/// Runs the source until the final barrier, or until `cancel` is set.
+pub fn run(
+    plan: SourcePlan,
+    out: SyncSender<Msg>,
+    acks: Sender<Ack>,
+    cancel: Arc<AtomicBool>,
+) -> Result<()> {
+    let ncols = plan.columns.len();
+    let mut checkpoint = plan.first_checkpoint;
+    let mut since_barrier = 0u64;
+    let mut rows_read = 0u64;
+    let mut done = Vec::new();
+    let mut batch = RecordBatch::new(ncols);
+    let mut mapping = Vec::with_capacity(ncols);
+    let start = plan.resume.clone().unwrap_or(Position {
+        input: 0,
+        offset: 0,
+        lines: 0,
+        prefix_hash: String::new(),
+    });
+    let send = |msg: Msg| out.send(msg).map_err(|_| anyhow!("the pipeline stopped"));
+    let mut barrier =
+        |position: Position, done: &mut Vec<InputDone>, rows: &mut u64, last: bool| -> Result<()> {
+            failpoint::hit("source.barrier");
+            acks.send(Ack::Source {
+                checkpoint,
+                position,
+                inputs_done: std::mem::take(done),
+                rows_read: std::mem::take(rows),
+                last,
+            })
+            .map_err(|_| anyhow!("the coordinator stopped"))?;
+            send(Msg::Barrier(Barrier { checkpoint, last }))?;
+            checkpoint += 1;
+            Ok(())
+        };
+
+    for (index, input) in plan.inputs.iter().enumerate().skip(start.input) {
+        let mut reader = InputReader::open(Path::new(&input.path), plan.delimiter)?;
+        let Some(header) = read_header(&mut reader)? else {
+            done.push(InputDone {
+                input: index,
+                hash: hash_hex(reader.hash()),
+            });
+            continue;
+        };
+        map_columns(&plan.columns, &header, &mut mapping).with_context(|| {
+            format!(
+                "{}:{}: the header does not match the table",
+                reader.name(),
+                1
+            )
+        })?;
+        let identity = mapping.iter().enumerate().all(|(i, &m)| i == m);
+        if index == start.input && start.offset > 0 {
+            reader.resume_at(start.offset, start.lines, parse_hash(&start.prefix_hash)?)?;
+        }
+        while reader.read_record()? {
+            if reader.len() != header.len() {
+                bail!(
+                    "{}:{}: expected {} fields as in the header, found {}",
+                    reader.name(),
+                    reader.record_line(),
+                    header.len(),
+                    reader.len()
+                );
+            }
+            if identity {
+                batch.push(reader.fields(), index as u32, reader.record_line());
+            } else {
+                batch.push(
+                    mapping.iter().map(|&m| reader.field(m)),
+                    index as u32,
+                    reader.record_line(),
+                );
+            }
+            rows_read += 1;
+            since_barrier += 1;
+            if batch.len() >= BATCH_ROWS || since_barrier == plan.checkpoint_rows {
+                if cancel.load(Ordering::Relaxed) {
+                    bail!("the pipeline stopped");
+                }
+                send(Msg::Batch(std::mem::replace(
+                    &mut batch,
+                    RecordBatch::new(ncols),
+                )))?;
+            }
+            if since_barrier == plan.checkpoint_rows {
+                since_barrier = 0;
+                let position = Position {
+                    input: index,
+                    offset: reader.offset(),
+                    lines: reader.lines(),
+                    prefix_hash: hash_hex(reader.hash()),
+                };
+                barrier(position, &mut done, &mut rows_read, false)?;
+            }
+        }
+        if !input.path.ends_with(".gz") && reader.offset() != input.size {
+            bail!(
+                "input {} changed while it was being read ({} bytes when the run began, {} read)",
+                input.path,
+                input.size,
+                reader.offset()
+            );
+        }
+        done.push(InputDone {
+            input: index,
+            hash: hash_hex(reader.hash()),
+        });
+    }
+    if !batch.is_empty() {
+        send(Msg::Batch(batch))?;
+    }
+    let end = Position {
+        input: plan.inputs.len(),
+        offset: 0,
+        lines: 0,
+        prefix_hash: String::new(),
+    };
+    barrier(end, &mut done, &mut rows_read, true)
+}
+
+/// For each table column, the index of the input field that holds it.
+fn map_columns(columns: &[String], header: &[String], mapping: &mut Vec<usize>) -> Result<()> {
+    mapping.clear();
+    for col in columns {
+        match header.iter().position(|h| h == col) {
+            Some(i) => mapping.push(i),
+            None => bail!(
+                "column {col:?} is missing (the table has {})",
+                columns.join(", ")
+            ),
+        }
+    }
+    if header.len() != columns.len() {
+        let extra: Vec<_> = header
+            .iter()
+            .filter(|h| !columns.contains(h))
+            .cloned()
+            .collect();
+        bail!(
+            "unexpected column(s) {} (the table has {})",
+            extra.join(", "),
+            columns.join(", ")
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,367 @@
+//! Reads one input: decompresses, hashes every byte, parses CSV records, knows its
+//! exact position between two records, and resumes at such a position.
+//!
+//! The reader owns its input buffer and drives `csv_core` itself, so it knows exactly
+//! which bytes the parser has consumed. That is what makes positions exact: a checkpoint
+//! stores the offset just after a record, the number of lines before it and the hash of
+//! every byte before it. Resuming reads that prefix again (decompressing if needed)
+//! without parsing it, proves with the hash that it is the same content, and starts
+//! parsing right after it. Nothing is re-parsed and skipped by count.
+//!
+//! Offsets, lines and hashes are all of the *decoded* stream (what the CSV parser sees),
+//! so a `.gz` input is positioned and fingerprinted like the plain file it contains.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use csv_core::{ReadRecordResult, ReaderBuilder};
+use xxhash_rust::xxh3::Xxh3;
+
+const CHUNK: usize = 256 * 1024;
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// A positioned, hashing CSV reader over one input.
+pub struct InputReader {
+    name: String,
+    inner: Box<dyn Read + Send>,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    eof: bool,
+    offset: u64,
+    hasher: Xxh3,
+    core: csv_core::Reader,
+    delimiter: u8,
+    fields: Vec<u8>,
+    ends: Vec<usize>,
+    nfields: usize,
+    record_line: u64,
+}
+
+/// Opens `path` as a decoded byte stream (gunzipping a `.gz` name).
+pub fn open_decoded(path: &Path) -> Result<Box<dyn Read + Send>> {
+    let file = File::open(path).with_context(|| format!("cannot open input {}", path.display()))?;
+    if path.extension().is_some_and(|e| e == "gz") {
+        Ok(Box::new(flate2::read::MultiGzDecoder::new(
+            std::io::BufReader::with_capacity(CHUNK, file),
+        )))
+    } else {
+        Ok(Box::new(file))
+    }
+}
+
+/// Hashes a whole input the way the reader does (decoded bytes), for the manifest.
+pub fn hash_input(path: &Path) -> Result<u128> {
+    let mut inner = open_decoded(path)?;
+    let mut hasher = Xxh3::new();
+    let mut buf = vec![0; CHUNK];
+    loop {
+        let n = read_some(&mut inner, &mut buf, path)?;
+        if n == 0 {
+            return Ok(hasher.digest128());
+        }
+        hasher.update(&buf[..n]);
+    }
+}
+
+fn read_some(inner: &mut dyn Read, buf: &mut [u8], path: &Path) -> Result<usize> {
+    loop {
+        match inner.read(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot read input {}", path.display()))
+            }
+        }
+    }
+}
+
+impl InputReader {
+    /// Opens an input for reading from its first byte.
+    pub fn open(path: &Path, delimiter: u8) -> Result<InputReader> {
+        let mut reader = InputReader {
+            name: path.display().to_string(),
+            inner: open_decoded(path)?,
+            buf: vec![0; CHUNK],
+            start: 0,
+            end: 0,
+            eof: false,
+            offset: 0,
+            hasher: Xxh3::new(),
+            core: ReaderBuilder::new().delimiter(delimiter).build(),
+            delimiter,
+            fields: vec![0; 1024],
+            ends: vec![0; 64],
+            nfields: 0,
+            record_line: 0,
+        };
+        reader.fill()?;
+        if reader.buf[reader.start..reader.end].starts_with(UTF8_BOM) {
+            reader.consume(UTF8_BOM.len());
+        }
+        Ok(reader)
+    }
+
+    fn fill(&mut self) -> Result<()> {
+        if self.start == self.end && !self.eof {
+            let n = read_some(&mut self.inner, &mut self.buf, Path::new(&self.name))?;
+            self.start = 0;
+            self.end = n;
+            self.eof = n == 0;
+        }
+        Ok(())
+    }
+
+    /// Marks `n` buffered bytes as consumed: they count in the offset and the hash.
+    fn consume(&mut self, n: usize) {
+        self.hasher.update(&self.buf[self.start..self.start + n]);
+        self.start += n;
+        self.offset += n as u64;
+    }
+
+    /// Reads the next record into the reader; `false` at the end of the input.
+    ///
+    /// Hot path: the field and end buffers are reused; nothing is allocated per record.
+    pub fn read_record(&mut self) -> Result<bool> {
+        // csv_core counts lines from 1: before a record, line() is the line it starts on.
+        self.record_line = self.core.line();
+        let (mut outlen, mut endlen) = (0, 0);
+        loop {
+            self.fill()?;
+            let input = &self.buf[self.start..self.end];
+            let (res, nin, nout, nend) =
+                self.core
+                    .read_record(input, &mut self.fields[outlen..], &mut self.ends[endlen..]);
+            self.consume(nin);
+            outlen += nout;
+            endlen += nend;
+            match res {
+                ReadRecordResult::InputEmpty => {}
+                ReadRecordResult::OutputFull => {
+                    let len = self.fields.len();
+                    self.fields.resize(len * 2, 0);
+                }
+                ReadRecordResult::OutputEndsFull => {
+                    let len = self.ends.len();
+                    self.ends.resize(len * 2, 0);
+                }
+                ReadRecordResult::Record => {
+                    self.nfields = endlen;
+                    if let Err(e) = std::str::from_utf8(&self.fields[..outlen]) {
+                        let bad = e.valid_up_to();
+                        let col = self.ends[..endlen]
+                            .iter()
+                            .take_while(|&&end| end <= bad)
+                            .count();
+                        bail!(
+                            "{}:{}: field {} is not valid UTF-8 (inputs must be UTF-8)",
+                            self.name,
+                            self.record_line,
+                            col + 1
+                        );
+                    }
+                    return Ok(true);
+                }
+                ReadRecordResult::End => {
+                    self.nfields = 0;
+                    return Ok(false);
+                }
+            }
+        }
+    }
+
+    /// Number of fields of the current record.
+    pub fn len(&self) -> usize {
+        self.nfields
+    }
+
+    /// True when the current record has no field (never after a successful read).
+    pub fn is_empty(&self) -> bool {
+        self.nfields == 0
+    }
+
+    /// Field `i` of the current record.
+    pub fn field(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.fields[start..self.ends[i]]
+    }
+
+    /// All fields of the current record.
+    pub fn fields(&self) -> impl Iterator<Item = &[u8]> {
+        (0..self.nfields).map(|i| self.field(i))
+    }
+
+    /// The 1-based line where the current record starts.
+    pub fn record_line(&self) -> u64 {
+        self.record_line
+    }
+
+    /// Bytes of the decoded stream consumed so far (always between two records).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Lines consumed so far.
+    pub fn lines(&self) -> u64 {
+        self.core.line()
+    }
+
+    /// Hash of every decoded byte consumed so far; the whole input's hash at the end.
+    pub fn hash(&self) -> u128 {
+        self.hasher.digest128()
+    }
+
+    /// The input's display name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Moves from just after the header to a recorded position, reading (never parsing)
+    /// the bytes in between, and proves by their hash that the content is unchanged.
+    pub fn resume_at(&mut self, offset: u64, lines: u64, prefix_hash: u128) -> Result<()> {
+        if offset < self.offset {
+            bail!(
+                "{}: resume position {offset} lies inside the header",
+                self.name
+            );
+        }
+        while self.offset < offset {
+            self.fill()?;
+            if self.start == self.end {
+                bail!(
+                    "input {} changed since the interrupted run began: it is now shorter than \
+                     the {offset} bytes already loaded from it",
+                    self.name
+                );
+            }
+            let want = (offset - self.offset).min((self.end - self.start) as u64) as usize;
+            self.consume(want);
+        }
+        if self.hash() != prefix_hash {
+            bail!(
+                "input {} changed since the interrupted run began: its first {offset} bytes \
+                 differ from the ones already loaded",
+                self.name
+            );
+        }
+        self.core = ReaderBuilder::new().delimiter(self.delimiter).build();
+        self.core.set_line(lines);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn records(r: &mut InputReader) -> Vec<Vec<String>> {
+        let mut out = Vec::new();
+        while r.read_record().unwrap() {
+            out.push(
+                r.fields()
+                    .map(|f| String::from_utf8(f.to_vec()).unwrap())
+                    .collect(),
+            );
+        }
+        out
+    }
+
+    fn write(dir: &Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn resuming_at_every_record_boundary_yields_the_rest_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = b"\xEF\xBB\xBFa,b\r\n1,\"x,\"\"y\"\"\"\r\n2,\"multi\nline\"\r\n3,z\r\n";
+        let path = write(dir.path(), "t.csv", text);
+        let mut r = InputReader::open(&path, b',').unwrap();
+        assert!(r.read_record().unwrap());
+        let mut positions = vec![(r.offset(), r.lines(), r.hash())];
+        let mut all = Vec::new();
+        while r.read_record().unwrap() {
+            all.push(r.fields().map(|f| f.to_vec()).collect::<Vec<_>>());
+            positions.push((r.offset(), r.lines(), r.hash()));
+        }
+        assert_eq!(all.len(), 3);
+        assert_eq!(r.hash(), hash_input(&path).unwrap());
+        for (k, &(offset, lines, hash)) in positions.iter().enumerate() {
+            let mut again = InputReader::open(&path, b',').unwrap();
+            assert!(again.read_record().unwrap());
+            again.resume_at(offset, lines, hash).unwrap();
+            let rest: Vec<Vec<Vec<u8>>> = std::iter::from_fn(|| {
+                again
+                    .read_record()
+                    .unwrap()
+                    .then(|| again.fields().map(|f| f.to_vec()).collect())
+            })
+            .collect();
+            assert_eq!(rest, all[k..].to_vec(), "resumed after record {k}");
+        }
+    }
+
+    #[test]
+    fn gzip_inputs_are_positioned_in_decoded_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.csv.gz");
+        let mut gz = flate2::write::GzEncoder::new(
+            File::create(&path).unwrap(),
+            flate2::Compression::fast(),
+        );
+        gz.write_all(b"a\n1\n2\n3\n").unwrap();
+        gz.finish().unwrap();
+        let mut r = InputReader::open(&path, b',').unwrap();
+        assert_eq!(records(&mut r).len(), 4);
+        let mut again = InputReader::open(&path, b',').unwrap();
+        assert!(again.read_record().unwrap());
+        let mut probe = InputReader::open(&path, b',').unwrap();
+        for _ in 0..3 {
+            probe.read_record().unwrap();
+        }
+        again
+            .resume_at(probe.offset(), probe.lines(), probe.hash())
+            .unwrap();
+        assert_eq!(records(&mut again), vec![vec!["3".to_string()]]);
+        assert_eq!(again.record_line(), 5);
+    }
+
+    #[test]
+    fn a_changed_prefix_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "t.csv", b"a\n1\n2\n");
+        let mut r = InputReader::open(&path, b',').unwrap();
+        r.read_record().unwrap();
+        r.read_record().unwrap();
+        let (offset, lines, hash) = (r.offset(), r.lines(), r.hash());
+        write(dir.path(), "t.csv", b"a\n9\n2\n");
+        let mut again = InputReader::open(&path, b',').unwrap();
+        again.read_record().unwrap();
+        let err = again
+            .resume_at(offset, lines, hash)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("changed since the interrupted run began"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_names_line_and_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "bad.csv", b"a,b\n1,2\n3,\xB0C\n");
+        let mut r = InputReader::open(&path, b',').unwrap();
+        r.read_record().unwrap();
+        r.read_record().unwrap();
+        let err = r.read_record().unwrap_err().to_string();
+        assert!(
+            err.ends_with("bad.csv:3: field 2 is not valid UTF-8 (inputs must be UTF-8)"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,158 @@
+//! `--dedupe-key`: keeps the first record of each key within a run.
+//!
+//! Its state, the set of keys seen, is part of every checkpoint. Snapshots are deltas
+//! (the keys first seen since the previous checkpoint), so a checkpoint costs what it
+//! added, not the size of the whole set; restore replays them in order.
+
+use std::collections::HashSet;
+
+use anyhow::{bail, Result};
+
+use super::Stage;
+use crate::batch::RecordBatch;
+
+/// The dedupe stage.
+pub struct Dedupe {
+    key_cols: Vec<usize>,
+    seen: HashSet<Box<[u8]>>,
+    /// Keys added since the last snapshot, each as u32 LE length + key bytes.
+    delta: Vec<u8>,
+    key: Vec<u8>,
+    keep: Vec<bool>,
+}
+
+impl Dedupe {
+    /// Dedupes on the given columns of the table.
+    pub fn new(key_cols: &[String], columns: &[String]) -> Result<Dedupe> {
+        let mut idx = Vec::new();
+        for col in key_cols {
+            match columns.iter().position(|c| c == col) {
+                Some(i) => idx.push(i),
+                None => bail!(
+                    "--dedupe-key column {col:?} is not in the input (columns: {})",
+                    columns.join(", ")
+                ),
+            }
+        }
+        Ok(Dedupe {
+            key_cols: idx,
+            seen: HashSet::new(),
+            delta: Vec::new(),
+            key: Vec::new(),
+            keep: Vec::new(),
+        })
+    }
+}
+
+/// Appends `bytes` with a length prefix, so that multi-column keys cannot collide.
+fn push_framed(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+impl Stage for Dedupe {
+    fn name(&self) -> &'static str {
+        "dedupe"
+    }
+
+    /// Hot path: the key buffer and keep mask are reused; a key is allocated only when new.
+    fn process(&mut self, batch: &mut RecordBatch) -> Result<()> {
+        self.keep.clear();
+        for row in 0..batch.len() {
+            self.key.clear();
+            for &col in &self.key_cols {
+                push_framed(&mut self.key, batch.field(row, col));
+            }
+            let new = !self.seen.contains(self.key.as_slice());
+            if new {
+                self.seen.insert(self.key.clone().into_boxed_slice());
+                push_framed(&mut self.delta, &self.key);
+            }
+            self.keep.push(new);
+        }
+        batch.retain(&self.keep);
+        Ok(())
+    }
+
+    fn snapshot(&mut self) -> Result<Option<Vec<u8>>> {
+        if self.delta.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(std::mem::take(&mut self.delta)))
+    }
+
+    fn restore(&mut self, mut bytes: &[u8]) -> Result<()> {
+        while !bytes.is_empty() {
+            if bytes.len() < 4 {
+                bail!("dedupe snapshot ends inside a key length");
+            }
+            let len = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
+            if bytes.len() - 4 < len {
+                bail!("dedupe snapshot ends inside a key");
+            }
+            self.seen.insert(bytes[4..4 + len].into());
+            bytes = &bytes[4 + len..];
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(rows: &[(&str, &str)]) -> RecordBatch {
+        let mut b = RecordBatch::new(2);
+        for (i, (k, v)) in rows.iter().enumerate() {
+            b.push([k.as_bytes(), v.as_bytes()], 0, i as u64 + 2);
+        }
+        b
+    }
+
+    fn values(b: &RecordBatch) -> Vec<String> {
+        (0..b.len())
+            .map(|r| String::from_utf8_lossy(b.field(r, 1)).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn keeps_first_occurrence_across_batches_and_restores_from_deltas() {
+        let cols = ["id".to_string(), "v".to_string()];
+        let mut d = Dedupe::new(&cols[..1], &cols).unwrap();
+        let mut b1 = batch(&[("1", "a"), ("2", "b"), ("1", "c")]);
+        d.process(&mut b1).unwrap();
+        assert_eq!(values(&b1), ["a", "b"]);
+        let snap1 = d.snapshot().unwrap().unwrap();
+        let mut b2 = batch(&[("2", "d"), ("3", "e")]);
+        d.process(&mut b2).unwrap();
+        assert_eq!(values(&b2), ["e"]);
+        let snap2 = d.snapshot().unwrap().unwrap();
+        assert_eq!(d.snapshot().unwrap(), None);
+
+        let mut restored = Dedupe::new(&cols[..1], &cols).unwrap();
+        restored.restore(&snap1).unwrap();
+        restored.restore(&snap2).unwrap();
+        let mut b3 = batch(&[("3", "f"), ("4", "g"), ("1", "h")]);
+        restored.process(&mut b3).unwrap();
+        assert_eq!(values(&b3), ["g"]);
+    }
+
+    #[test]
+    fn multi_column_keys_do_not_collide_by_concatenation() {
+        let cols = ["a".to_string(), "b".to_string()];
+        let mut d = Dedupe::new(&cols, &cols).unwrap();
+        let mut b = batch(&[("ab", "c"), ("a", "bc")]);
+        d.process(&mut b).unwrap();
+        assert_eq!(b.len(), 2);
+    }
+
+    #[test]
+    fn an_unknown_key_column_is_named() {
+        let cols = ["a".to_string()];
+        let err = Dedupe::new(&["zz".to_string()], &cols)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("\"zz\""), "{err}");
+    }
+}

@@ -1,0 +1,153 @@
+//! Transform stages and the runner that feeds them batches and barriers.
+//!
+//! A stage runs on its own thread between two bounded channels. On a barrier it
+//! snapshots whatever state it has, acknowledges the checkpoint to the coordinator and
+//! forwards the barrier, so the records before barrier n are exactly those reflected in
+//! every snapshot of n.
+
+pub mod dedupe;
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, Sender, SyncSender};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use xxhash_rust::xxh3::xxh3_128;
+
+use crate::batch::{Msg, RecordBatch};
+use crate::checkpoint::Ack;
+use crate::failpoint;
+use crate::fsutil;
+use crate::source::hash_hex;
+
+/// A stage snapshot as the journal references it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRef {
+    pub stage: String,
+    /// Path relative to the job's directory.
+    pub file: String,
+    pub len: u64,
+    pub hash: String,
+}
+
+/// One transform of the pipeline.
+///
+/// # Invariants
+/// - `process` sees every record exactly once per run, in source order, including across
+///   a crash: after `restore`, records before the restored checkpoint are never re-sent.
+/// - `snapshot(n)` captures the state after every record before barrier n and nothing
+///   after; a stage whose state did not change may return `None`.
+/// - `restore` receives every snapshot the stage returned, for every completed
+///   checkpoint, in order: stages may therefore write deltas rather than whole states.
+pub trait Stage: Send {
+    /// The stage's name in snapshots and messages.
+    fn name(&self) -> &'static str;
+    /// Transforms a batch in place (dropping records is allowed).
+    fn process(&mut self, batch: &mut RecordBatch) -> Result<()>;
+    /// Serializes the state change since the previous snapshot, if any.
+    fn snapshot(&mut self) -> Result<Option<Vec<u8>>>;
+    /// Applies one serialized snapshot, in checkpoint order.
+    fn restore(&mut self, bytes: &[u8]) -> Result<()>;
+}
+
+/// Where a run keeps its stage snapshots.
+#[derive(Debug, Clone)]
+pub struct SnapshotStore {
+    job_dir: PathBuf,
+    /// Relative to `job_dir`.
+    run_dir: String,
+}
+
+impl SnapshotStore {
+    /// The store of run `run_id` under the job directory.
+    pub fn new(job_dir: &Path, run_id: &str) -> SnapshotStore {
+        SnapshotStore {
+            job_dir: job_dir.to_path_buf(),
+            run_dir: format!("state/{run_id}"),
+        }
+    }
+
+    /// The directory itself.
+    pub fn dir(&self) -> PathBuf {
+        self.job_dir.join(&self.run_dir)
+    }
+
+    /// Writes a snapshot durably (file and directory entry fsynced) before it is acked:
+    /// the journal will name it, so it must survive a power cut once named.
+    fn write(&self, stage: &str, checkpoint: u64, bytes: &[u8]) -> Result<SnapshotRef> {
+        let rel = format!("{}/{stage}-{checkpoint:06}.snap", self.run_dir);
+        let path = self.job_dir.join(&rel);
+        // A leftover from a crashed attempt at this checkpoint was never journaled.
+        fsutil::remove_file_if_exists(&path)?;
+        let mut file = fsutil::create_new(&path)?;
+        std::io::Write::write_all(&mut file, bytes)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        fsutil::sync_file(&file, &path)?;
+        fsutil::sync_dir(&self.dir())?;
+        Ok(SnapshotRef {
+            stage: stage.to_string(),
+            file: rel,
+            len: bytes.len() as u64,
+            hash: hash_hex(xxh3_128(bytes)),
+        })
+    }
+
+    /// Reads a journaled snapshot back, refusing one that is not exactly what was written.
+    pub fn read(job_dir: &Path, snapshot: &SnapshotRef) -> Result<Vec<u8>> {
+        let path = job_dir.join(&snapshot.file);
+        let bytes = std::fs::read(&path)
+            .with_context(|| format!("cannot read stage snapshot {}", path.display()))?;
+        if bytes.len() as u64 != snapshot.len || hash_hex(xxh3_128(&bytes)) != snapshot.hash {
+            bail!(
+                "stage snapshot {} is damaged (its checksum does not match the journal)",
+                path.display()
+            );
+        }
+        Ok(bytes)
+    }
+}
+
+/// Restores a stage from every snapshot it wrote in the completed checkpoints.
+pub fn restore(stage: &mut dyn Stage, job_dir: &Path, snapshots: &[SnapshotRef]) -> Result<()> {
+    let name = stage.name();
+    for snapshot in snapshots.iter().filter(|s| s.stage == name) {
+        stage.restore(&SnapshotStore::read(job_dir, snapshot)?)?;
+    }
+    Ok(())
+}
+
+/// Runs one stage until its input ends.
+pub fn run(
+    mut stage: Box<dyn Stage>,
+    input: Receiver<Msg>,
+    output: SyncSender<Msg>,
+    acks: Sender<Ack>,
+    store: SnapshotStore,
+) -> Result<()> {
+    let stopped = |_| anyhow!("the pipeline stopped");
+    for msg in input {
+        match msg {
+            Msg::Batch(mut batch) => {
+                stage.process(&mut batch)?;
+                if !batch.is_empty() {
+                    output.send(Msg::Batch(batch)).map_err(stopped)?;
+                }
+            }
+            Msg::Barrier(barrier) => {
+                failpoint::hit("stage.snapshot.before");
+                let snapshot = match stage.snapshot()? {
+                    Some(bytes) => Some(store.write(stage.name(), barrier.checkpoint, &bytes)?),
+                    None => None,
+                };
+                failpoint::hit("stage.snapshot.after");
+                acks.send(Ack::Stage {
+                    checkpoint: barrier.checkpoint,
+                    snapshot,
+                })
+                .map_err(|_| anyhow!("the coordinator stopped"))?;
+                output.send(Msg::Barrier(barrier)).map_err(stopped)?;
+            }
+        }
+    }
+    Ok(())
+}

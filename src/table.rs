@@ -1,0 +1,82 @@
+//! Where things live inside a table directory.
+//!
+//! ```text
+//! TABLE/                          the table: only committed part files, in COL=VALUE dirs
+//! TABLE/_ingest/JOB/lock          the job's OS lock (who holds it, inside)
+//! TABLE/_ingest/JOB/journal       the current or last run's journal
+//! TABLE/_ingest/JOB/manifest      inputs loaded by finished runs
+//! TABLE/_ingest/JOB/pending/RUN/CHECKPOINT/   staging area of one transaction
+//! TABLE/_ingest/JOB/state/RUN/    stage snapshots of a run
+//! ```
+//! Everything a run creates under `_ingest/` is named by job and run id, so cleanup can
+//! remove exactly what the journal proves a run owns, and never another job's files.
+
+use std::path::{Path, PathBuf};
+
+/// The paths of one job inside one table.
+#[derive(Debug, Clone)]
+pub struct JobLayout {
+    pub table: PathBuf,
+    pub job: String,
+    pub dir: PathBuf,
+}
+
+impl JobLayout {
+    /// The layout of `job` in `table`.
+    pub fn new(table: &Path, job: &str) -> JobLayout {
+        JobLayout {
+            table: table.to_path_buf(),
+            job: job.to_string(),
+            dir: table.join("_ingest").join(job),
+        }
+    }
+
+    /// The job's lock file.
+    pub fn lock(&self) -> PathBuf {
+        self.dir.join("lock")
+    }
+
+    /// The job's journal.
+    pub fn journal(&self) -> PathBuf {
+        self.dir.join("journal")
+    }
+
+    /// The job's manifest of loaded inputs.
+    pub fn manifest(&self) -> PathBuf {
+        self.dir.join("manifest")
+    }
+
+    /// All staging areas of one run.
+    pub fn pending_run(&self, run: &str) -> PathBuf {
+        self.dir.join("pending").join(run)
+    }
+
+    /// The staging area of one checkpoint's transaction.
+    pub fn pending_txn(&self, run: &str, checkpoint: u64) -> PathBuf {
+        self.pending_run(run).join(checkpoint_dir_name(checkpoint))
+    }
+
+    /// Stage snapshots of one run.
+    pub fn state_run(&self, run: &str) -> PathBuf {
+        self.dir.join("state").join(run)
+    }
+
+    /// Turns a table-relative path from the journal into a real path.
+    pub fn in_table(&self, rel: &str) -> PathBuf {
+        self.table.join(rel)
+    }
+}
+
+/// The directory name of a checkpoint's staging area.
+pub fn checkpoint_dir_name(checkpoint: u64) -> String {
+    format!("{checkpoint:06}")
+}
+
+/// Parses a staging-area name back into its checkpoint number.
+pub fn parse_checkpoint_dir_name(name: &str) -> Option<u64> {
+    if name.len() >= 6 && name.bytes().all(|b| b.is_ascii_digit()) {
+        name.parse().ok()
+    } else {
+        None
+    }
+}

@@ -1,0 +1,302 @@
+//! Crash safety, tested by really crashing: every fail point at several hits, recovery
+//! that itself crashes, and SIGKILL at random instants. After the last successful
+//! `ingest --recover` the table must hold exactly the expected rows.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+/// Partitioned by two columns (so commits rename many files), with dedupe (so stage
+/// snapshots happen) and small checkpoints (so there are ten of them).
+const LOAD: &[&str] = &[
+    "-t",
+    "t",
+    "-p",
+    "dt,country",
+    "--dedupe-key",
+    "order_id",
+    "--checkpoint-rows",
+    "100",
+    "orders",
+];
+
+fn fail_points() -> Vec<String> {
+    let out = Workdir::new().run(&["--list-fail-points"]);
+    assert_code(&out, 0);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn expected(w: &Workdir) -> Vec<Row> {
+    dedupe(input_rows(&[w.path("orders")]), "order_id")
+}
+
+/// The invariant: exact rows, nothing staged visible, nothing left to recover, and a
+/// re-run loads nothing.
+#[track_caller]
+fn assert_settled(w: &Workdir, what: &str) {
+    assert_same_rows(table_rows(&w.path("t")), expected(w), what);
+    assert!(
+        visible_debris(&w.path("t")).is_empty(),
+        "{what}: {:?}",
+        visible_debris(&w.path("t"))
+    );
+    let again = w.run(&["-t", "t", "--recover"]);
+    assert_code(&again, 0);
+    assert!(
+        stderr(&again).contains("nothing to recover"),
+        "{what}: {}",
+        stderr(&again)
+    );
+    let rerun = w.run(LOAD);
+    assert_code(&rerun, 0);
+    assert!(
+        stderr(&rerun).contains("nothing to load"),
+        "{what}: {}",
+        stderr(&rerun)
+    );
+    let pending = w.path("t/_ingest/default/pending");
+    let left: Vec<_> = std::fs::read_dir(&pending)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{what}: staging left behind: {left:?}");
+}
+
+#[test]
+fn every_fail_point_then_recover_gives_exact_rows() {
+    let mut crashes = 0;
+    for point in fail_points() {
+        for n in [1, 2, 4, 9] {
+            let w = Workdir::new();
+            w.fixture("orders");
+            let spec = format!("{point}:{n}");
+            let out = w.run_failing(&spec, LOAD);
+            if n == 1 {
+                assert!(crashed(&out), "{spec} was never reached: {}", stderr(&out));
+            }
+            if crashed(&out) {
+                crashes += 1;
+                assert!(
+                    stderr(&out).contains(&format!("fail point {point} reached")),
+                    "{spec}: {}",
+                    stderr(&out)
+                );
+                assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+            } else {
+                assert_code(&out, 0);
+            }
+            assert_settled(&w, &spec);
+        }
+    }
+    assert!(crashes >= 40, "only {crashes} crashes happened");
+}
+
+#[test]
+fn recovery_that_crashes_is_rerun_until_done() {
+    let during_recovery = [
+        "commit.rename.after",
+        "commit.mid",
+        "checkpoint.committed.after",
+        "stage.snapshot.after",
+        "sink.precommit.after",
+        "checkpoint.complete.after",
+        "run.finished.before",
+        "manifest.fold.after",
+    ];
+    for first in [
+        "checkpoint.complete.after:3",
+        "commit.mid:2",
+        "sink.precommit.before:5",
+    ] {
+        for second in during_recovery {
+            let w = Workdir::new();
+            w.fixture("orders");
+            assert!(
+                crashed(&w.run_failing(first, LOAD)),
+                "{first} did not crash"
+            );
+            let out = w.run_failing(&format!("{second}:1"), &["-t", "t", "--recover"]);
+            assert!(
+                crashed(&out),
+                "recovery never reached {second}: {}",
+                stderr(&out)
+            );
+            let out = w.run_failing(&format!("{second}:2"), &["-t", "t", "--recover"]);
+            if !crashed(&out) {
+                assert_code(&out, 0);
+            }
+            assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+            assert_settled(&w, &format!("{first} then {second} in recovery"));
+        }
+    }
+}
+
+#[test]
+fn a_plain_load_over_an_interrupted_run_names_recover() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    assert!(crashed(&w.run_failing("checkpoint.complete.after:2", LOAD)));
+    let out = w.run(LOAD);
+    assert_code(&out, 1);
+    assert!(stderr(&out).contains("--recover"), "{}", stderr(&out));
+    assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+    assert_settled(&w, "recover after a refused load");
+}
+
+#[test]
+fn a_torn_journal_tail_is_ignored_and_recovered() {
+    for (cut, garbage) in [
+        (5usize, &b""[..]),
+        (1, b""),
+        (0, b"\x13\x00\x00\x00garbage"),
+    ] {
+        let w = Workdir::new();
+        w.fixture("orders");
+        assert!(crashed(&w.run_failing("checkpoint.complete.after:4", LOAD)));
+        let journal = w.path("t/_ingest/default/journal");
+        let mut bytes = std::fs::read(&journal).unwrap();
+        bytes.truncate(bytes.len() - cut);
+        bytes.extend_from_slice(garbage);
+        std::fs::write(&journal, bytes).unwrap();
+        let out = w.run(&["-t", "t", "--recover"]);
+        assert_code(&out, 0);
+        assert!(
+            stderr(&out).contains("torn journal record"),
+            "{}",
+            stderr(&out)
+        );
+        assert_settled(&w, &format!("journal cut by {cut} bytes"));
+    }
+}
+
+/// A small deterministic generator (xorshift), so a failing seed can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn big_orders(w: &Workdir, rows: usize, rng: &mut Rng) {
+    let notes = [
+        "",
+        "plain",
+        "comma, inside",
+        "quote \"q\"",
+        "multi\nline",
+        "ünïcødé",
+    ];
+    for file in 0..3 {
+        let mut text = String::from("order_id,dt,ts,customer,email,country,amount,currency,note\n");
+        for i in 0..rows / 3 {
+            let id = if rng.below(20) == 0 {
+                rng.below(1000)
+            } else {
+                (file * rows + i) as u64 + 1000
+            };
+            let note = notes[rng.below(notes.len() as u64) as usize].replace('"', "\"\"");
+            text.push_str(&format!(
+                "{id},2026-11-{:02},2026-11-01T00:00:00Z,c{},e{}@x,C{},{}.{:02},EUR,\"{note}\"\n",
+                20 + rng.below(8),
+                rng.below(50),
+                id,
+                rng.below(12),
+                rng.below(1000),
+                rng.below(100)
+            ));
+        }
+        w.write(&format!("orders/part-{file}.csv"), text);
+    }
+}
+
+#[test]
+fn random_sigkill_during_load_and_recovery_loses_and_duplicates_nothing() {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    let mut rng = Rng(seed);
+    let load = [
+        "-t",
+        "t",
+        "-p",
+        "dt",
+        "--dedupe-key",
+        "order_id",
+        "--checkpoint-rows",
+        "700",
+        "orders",
+    ];
+    let w = Workdir::new();
+    big_orders(&w, 30_000, &mut rng);
+    // One clean run, untimed by any assertion, tells how long a whole load takes here.
+    let clock = Instant::now();
+    assert_code(&w.run(&load), 0);
+    let full = clock.elapsed().as_millis() as u64 + 1;
+    let mut kills = 0;
+    for round in 0..12 {
+        let w = Workdir::new();
+        big_orders(&w, 30_000, &mut Rng(seed));
+        // The operator's loop: run the load; if it was interrupted, recover; again.
+        let mut landed = false;
+        for attempt in 0..60 {
+            let args: &[&str] = if attempt % 2 == 0 {
+                &load
+            } else {
+                &["-t", "t", "--recover"]
+            };
+            let mut child = w
+                .cmd()
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(rng.below(full)));
+            if child.try_wait().unwrap().is_none() {
+                child.kill().unwrap();
+                kills += 1;
+            }
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success() || crashed(&out) || out.status.code() == Some(1),
+                "seed {seed}: {}",
+                stderr(&out)
+            );
+            if out.status.code() == Some(1) {
+                assert!(
+                    stderr(&out).contains("--recover"),
+                    "seed {seed}: {}",
+                    stderr(&out)
+                );
+            }
+            if attempt % 2 == 0 && out.status.success() {
+                landed = true;
+                break;
+            }
+        }
+        assert!(landed, "seed {seed}: no load finished in 60 attempts");
+        let finish = w.run(&["-t", "t", "--recover"]);
+        assert_code(&finish, 0);
+        let expected = dedupe(input_rows(&[w.path("orders")]), "order_id");
+        assert_same_rows(
+            table_rows(&w.path("t")),
+            expected,
+            &format!("seed {seed}, round {round}"),
+        );
+        assert!(visible_debris(&w.path("t")).is_empty(), "seed {seed}");
+    }
+    assert!(kills >= 6, "seed {seed}: only {kills} kills landed mid-run");
+}

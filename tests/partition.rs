@@ -1,0 +1,42 @@
+//! Hostile partition values stay inside the table and read back exactly.
+
+use crate::util::*;
+
+#[test]
+fn hostile_partition_values_stay_inside_the_table_and_round_trip() {
+    let w = Workdir::new();
+    let input = w.fixture("hostile");
+    assert_code(&w.run(&["-t", "t", "-p", "p", "hostile/values.csv"]), 0);
+    let table = w.path("t").canonicalize().unwrap();
+    let mut dirs = 0;
+    for entry in std::fs::read_dir(&table).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        if name == "_ingest" {
+            continue;
+        }
+        assert!(name.starts_with("p="), "unexpected entry {name}");
+        assert!(path.canonicalize().unwrap().starts_with(&table));
+        dirs += 1;
+    }
+    // Every distinct value got its own directory; `""` and the sentinel did not merge.
+    assert_eq!(dirs, 15);
+    assert!(w.path("t/p=__HIVE_DEFAULT_PARTITION__").is_dir());
+    assert!(w.path("t/p=%5F_HIVE_DEFAULT_PARTITION__").is_dir());
+    assert!(w.path("t/p=..%2F..%2Fetc").is_dir());
+    assert!(!w.dir.path().join("etc").exists());
+    assert_same_rows(
+        table_rows(&w.path("t")),
+        input_rows(&[input.join("values.csv")]),
+        "hostile values",
+    );
+}
+
+#[test]
+fn two_level_partitions_nest_in_order() {
+    let w = Workdir::new();
+    w.write("a.csv", "id,dt,country\n1,2026-11-28,US\n2,2026-11-28,DE\n");
+    assert_code(&w.run(&["-t", "t", "-p", "dt,country", "a.csv"]), 0);
+    assert!(w.path("t/dt=2026-11-28/country=US").is_dir());
+    assert!(w.path("t/dt=2026-11-28/country=DE").is_dir());
+}

@@ -1,0 +1,12 @@
+//! Integration tests: every test drives the real `ingest` binary over copies of
+//! `fixtures/` in a temporary directory.
+
+mod util;
+
+mod crash;
+mod errors;
+mod jobs;
+mod load;
+mod partition;
+mod recover;
+mod spectrum;

@@ -1,0 +1,276 @@
+//! Test helpers: a work directory per test, hermetic commands, and reading a table back
+//! into a multiset of rows, independently of the code under test.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// One row: column → value, partition columns restored from directory names.
+pub type Row = BTreeMap<String, String>;
+
+/// A temporary directory holding copies of fixtures and the tables a test makes.
+pub struct Workdir {
+    pub dir: tempfile::TempDir,
+}
+
+impl Workdir {
+    pub fn new() -> Workdir {
+        Workdir {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Copies `fixtures/<name>` into the work directory; returns the copy's path.
+    pub fn fixture(&self, name: &str) -> PathBuf {
+        let src = fixtures().join(name);
+        let dst = self.path(name);
+        copy_tree(&src, &dst);
+        dst
+    }
+
+    /// Writes a file (creating parents) and returns its path.
+    pub fn write(&self, rel: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.path(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    /// `ingest` with no `INGEST_*` variable inherited, run in the work directory.
+    pub fn cmd(&self) -> Command {
+        let mut cmd = Command::new(bin());
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("INGEST_") {
+                cmd.env_remove(key);
+            }
+        }
+        cmd.current_dir(self.dir.path());
+        cmd
+    }
+
+    /// Runs `ingest` with `args`.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().expect("run ingest")
+    }
+
+    /// Runs `ingest` with a fail point armed.
+    pub fn run_failing(&self, point: &str, args: &[&str]) -> Output {
+        self.cmd()
+            .env("INGEST_FAIL_POINT", point)
+            .args(args)
+            .output()
+            .expect("run ingest")
+    }
+}
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ingest"))
+}
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+fn copy_tree(src: &Path, dst: &Path) {
+    if src.is_dir() {
+        std::fs::create_dir_all(dst).unwrap();
+        for entry in std::fs::read_dir(src).unwrap() {
+            let entry = entry.unwrap();
+            copy_tree(&entry.path(), &dst.join(entry.file_name()));
+        }
+    } else {
+        std::fs::copy(src, dst).unwrap();
+    }
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts an exit code, showing stderr when it differs.
+#[track_caller]
+pub fn assert_code(out: &Output, code: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "status {:?}, stderr:\n{}",
+        out.status,
+        stderr(out)
+    );
+}
+
+/// True when the process died of a signal (a fail point's abort, or a kill).
+pub fn crashed(out: &Output) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    out.status.signal().is_some()
+}
+
+/// Reads CSV rows (header first) from a file, gunzipping `.gz`.
+pub fn read_csv(path: &Path, delimiter: u8) -> Vec<Row> {
+    let mut bytes = Vec::new();
+    let file = std::fs::File::open(path).unwrap();
+    if path.extension().is_some_and(|e| e == "gz") {
+        flate2::read::MultiGzDecoder::new(file)
+            .read_to_end(&mut bytes)
+            .unwrap();
+    } else {
+        std::io::BufReader::new(file)
+            .read_to_end(&mut bytes)
+            .unwrap();
+    }
+    let mut reader = csv::ReaderBuilder::new()
+        .delimiter(delimiter)
+        .from_reader(bytes.as_slice());
+    let header: Vec<String> = reader
+        .headers()
+        .unwrap()
+        .iter()
+        .map(|h| h.trim_start_matches('\u{feff}').to_string())
+        .collect();
+    reader
+        .records()
+        .map(|r| {
+            header
+                .iter()
+                .cloned()
+                .zip(r.unwrap().iter().map(str::to_string))
+                .collect()
+        })
+        .collect()
+}
+
+/// Input rows of files or directories, in the order `ingest` reads them.
+pub fn input_rows(paths: &[PathBuf]) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for path in paths {
+        let mut files: Vec<PathBuf> = if path.is_dir() {
+            walk(path)
+                .into_iter()
+                .filter(|p| !hidden(p.strip_prefix(path).unwrap()))
+                .collect()
+        } else {
+            vec![path.clone()]
+        };
+        files.sort();
+        for file in files {
+            rows.extend(read_csv(&file, b','));
+        }
+    }
+    rows
+}
+
+/// Keeps the first row of each key, in order.
+pub fn dedupe(rows: Vec<Row>, key: &str) -> Vec<Row> {
+    let mut seen = std::collections::HashSet::new();
+    rows.into_iter()
+        .filter(|r| seen.insert(r[key].clone()))
+        .collect()
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+fn hidden(rel: &Path) -> bool {
+    rel.components().any(|c| {
+        let s = c.as_os_str().to_string_lossy();
+        s.starts_with('.') || s.starts_with('_')
+    })
+}
+
+/// Undoes Hive escaping of a partition directory value (written here independently).
+pub fn hive_unescape(value: &str) -> String {
+    if value == "__HIVE_DEFAULT_PARTITION__" {
+        return String::new();
+    }
+    let bytes = value.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(
+                std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"),
+                16,
+            ) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap()
+}
+
+/// Every committed row of a table, as readers see it: `*.csv` files outside hidden
+/// paths, partition columns restored from `COL=VALUE` directories.
+pub fn table_rows(table: &Path) -> Vec<Row> {
+    let mut rows = Vec::new();
+    if !table.exists() {
+        return rows;
+    }
+    for file in walk(table) {
+        let rel = file.strip_prefix(table).unwrap();
+        if hidden(rel) || file.extension().is_none_or(|e| e != "csv") {
+            continue;
+        }
+        let mut partition = Row::new();
+        for comp in rel.parent().unwrap().components() {
+            let comp = comp.as_os_str().to_str().unwrap();
+            let (col, value) = comp.split_once('=').expect("partition dir is COL=VALUE");
+            partition.insert(hive_unescape(col), hive_unescape(value));
+        }
+        for mut row in read_csv(&file, b',') {
+            row.extend(partition.clone());
+            rows.push(row);
+        }
+    }
+    rows
+}
+
+/// Files a reader would list that are not committed data: must always be empty.
+pub fn visible_debris(table: &Path) -> Vec<PathBuf> {
+    if !table.exists() {
+        return Vec::new();
+    }
+    walk(table)
+        .into_iter()
+        .filter(|f| {
+            let rel = f.strip_prefix(table).unwrap();
+            !hidden(rel) && f.extension().is_none_or(|e| e != "csv")
+        })
+        .collect()
+}
+
+/// Asserts two multisets of rows are equal, with a readable difference.
+#[track_caller]
+pub fn assert_same_rows(actual: Vec<Row>, expected: Vec<Row>, what: &str) {
+    let mut a = actual;
+    let mut e = expected;
+    a.sort();
+    e.sort();
+    if a != e {
+        let missing: Vec<_> = e.iter().filter(|r| !a.contains(r)).take(3).collect();
+        let extra: Vec<_> = a.iter().filter(|r| !e.contains(r)).take(3).collect();
+        panic!(
+            "{what}: table has {} rows, expected {}\nmissing (first 3): {missing:#?}\nunexpected (first 3): {extra:#?}",
+            a.len(),
+            e.len()
+        );
+    }
+}
