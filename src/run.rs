@@ -77,7 +77,9 @@ pub fn load(cfg: &LoadConfig, _messages: Messages) -> Result<Summary> {
         if !log.finished {
             return Err(interrupted_error(common, &log));
         }
+        // Normally done when the run finished; a crash in between leaves it to us.
         manifest.fold(&layout.manifest(), &log)?;
+        pending::remove_run(&layout, &log.started.run_id)?;
     }
 
     let mut inputs = Vec::new();

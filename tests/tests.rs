@@ -4,6 +4,7 @@
 mod util;
 
 mod crash;
+mod durability;
 mod errors;
 mod jobs;
 mod load;

@@ -1,0 +1,408 @@
+//! Durability rules checked on a syscall trace (strace), since a `kill -9` keeps the page
+//! cache and cannot tell an fsync from no fsync. For every checkpoint in the journal:
+//!
+//! 1. its staged files, its staging directory and its stage snapshots are fsynced before
+//!    the `CheckpointComplete` record is written;
+//! 2. the journal is fsynced after that record and before any of its files is renamed;
+//! 3. every rename into the table uses `RENAME_NOREPLACE`, and every directory it touched
+//!    is fsynced before the `Committed` record is written;
+//! 4. every directory created is fsynced in its parent before a journal record that
+//!    relies on it is written;
+//! 5. a new journal is fsynced, renamed into place and its directory fsynced before any
+//!    data is staged.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ingest::journal::{self, Record};
+
+use crate::util::*;
+
+#[derive(Debug, Clone)]
+enum Call {
+    Sync(String),
+    Write(String),
+    Rename {
+        from: String,
+        to: String,
+        noreplace: bool,
+    },
+    Mkdir(String),
+}
+
+#[derive(Debug, Clone)]
+struct Event {
+    call: Call,
+    start: usize,
+    end: usize,
+}
+
+/// Quoted string arguments of a syscall line, in order.
+fn quoted(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.by_ref().next() {
+        if c == '"' {
+            let mut s = String::new();
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => s.push(chars.next().unwrap_or('\\')),
+                    '"' => break,
+                    c => s.push(c),
+                }
+            }
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// The path strace -y prints for the first fd argument: `name(3</a/b>, …`.
+fn fd_path(text: &str) -> Option<String> {
+    let open = text.find('<')?;
+    let close = text[open..].find('>')? + open;
+    Some(text[open + 1..close].to_string())
+}
+
+fn parse(trace: &str) -> Vec<Event> {
+    let mut pending: HashMap<&str, (String, usize)> = HashMap::new();
+    let mut events = Vec::new();
+    for (i, line) in trace.lines().enumerate() {
+        let Some((pid, rest)) = line.split_once(' ') else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let (text, start) = if let Some(head) = rest.strip_suffix("<unfinished ...>") {
+            pending.insert(pid, (head.to_string(), i));
+            continue;
+        } else if rest.starts_with("<...") {
+            let Some((head, start)) = pending.remove(pid) else {
+                continue;
+            };
+            let tail = rest.split_once("resumed>").map_or("", |(_, t)| t);
+            (format!("{head}{tail}"), start)
+        } else {
+            (rest.to_string(), i)
+        };
+        // strace appends ` = RET` (padded after a resume); failures return -1.
+        let ret = text.rsplit('=').next().unwrap_or("").trim();
+        let ok = text.contains('=') && !ret.starts_with('-') && !ret.starts_with('?');
+        if !ok {
+            continue;
+        }
+        let call = if text.starts_with("fsync(") || text.starts_with("fdatasync(") {
+            fd_path(&text).map(Call::Sync)
+        } else if text.starts_with("write(") {
+            fd_path(&text).map(Call::Write)
+        } else if text.starts_with("renameat2(")
+            || text.starts_with("rename(")
+            || text.starts_with("renameat(")
+        {
+            let q = quoted(&text);
+            (q.len() >= 2).then(|| Call::Rename {
+                from: q[0].clone(),
+                to: q[1].clone(),
+                noreplace: text.contains("RENAME_NOREPLACE"),
+            })
+        } else if text.starts_with("mkdir(") || text.starts_with("mkdirat(") {
+            quoted(&text).into_iter().next().map(Call::Mkdir)
+        } else {
+            None
+        };
+        if let Some(call) = call {
+            events.push(Event {
+                call,
+                start,
+                end: i,
+            });
+        }
+    }
+    events
+}
+
+fn parent(path: &str) -> String {
+    Path::new(path)
+        .parent()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The first fsync of `path` that completes after `after` (a trace line index).
+fn synced_after(events: &[Event], path: &str, after: usize) -> Option<usize> {
+    events
+        .iter()
+        .filter(|e| matches!(&e.call, Call::Sync(p) if p == path) && e.end > after)
+        .map(|e| e.end)
+        .min()
+}
+
+fn strace(w: &Workdir, args: &[&str], env: Option<(&str, &str)>) -> String {
+    let trace = w.path("trace.txt");
+    let mut cmd = Command::new("strace");
+    cmd.args(["-f", "-y", "-s", "64", "-o"]).arg(&trace);
+    cmd.args([
+        "-e",
+        "trace=fsync,fdatasync,write,rename,renameat,renameat2,mkdir,mkdirat",
+    ]);
+    cmd.arg(bin()).args(args).current_dir(w.dir.path());
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("INGEST_") {
+            cmd.env_remove(key);
+        }
+    }
+    if let Some((k, v)) = env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .output()
+        .expect("strace is installed (the CI script installs it)");
+    assert!(
+        out.status.success() || env.is_some(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(&trace).unwrap()
+}
+
+/// Checks rules 1 to 4 for the journal records this trace wrote.
+fn check(trace: &str, table: &Path) {
+    let events = parse(trace);
+    let job = table.join("_ingest/default");
+    let journal_path = job.join("journal").to_str().unwrap().to_string();
+    let records = journal_records(&job.join("journal"));
+    let writes: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(&e.call, Call::Write(p) if *p == journal_path))
+        .collect();
+    assert!(!writes.is_empty(), "the trace wrote no journal record");
+    assert!(
+        writes.len() <= records.len(),
+        "{} journal writes traced, {} records: {:?}",
+        writes.len(),
+        records.len(),
+        writes.iter().map(|w| w.start).collect::<Vec<_>>()
+    );
+    // The trace wrote the last `writes.len()` records of the journal, in order.
+    let written = &records[records.len() - writes.len()..];
+    let mut checkpoints_seen = 0;
+    let mut committed_seen = 0;
+    let mut checked_files = 0;
+    let mut complete_end: HashMap<u64, usize> = HashMap::new();
+    for (write, record) in writes.iter().zip(written) {
+        match record {
+            Record::CheckpointComplete(c) => {
+                checkpoints_seen += 1;
+                let durable = synced_after(&events, &journal_path, write.start)
+                    .expect("journal fsync after CheckpointComplete");
+                complete_end.insert(c.checkpoint, durable);
+                for f in &c.files {
+                    let staged = job.join(&f.staged).to_str().unwrap().to_string();
+                    let synced = events.iter().any(|e| {
+                        matches!(&e.call, Call::Sync(p) if *p == staged) && e.end < write.start
+                    });
+                    assert!(
+                        synced,
+                        "rule 1: {staged} not fsynced before CheckpointComplete({})",
+                        c.checkpoint
+                    );
+                    let dir = parent(&staged);
+                    let dir_synced = events.iter().any(|e| {
+                        matches!(&e.call, Call::Sync(p) if *p == dir) && e.end < write.start
+                    });
+                    assert!(
+                        dir_synced,
+                        "rule 1: staging dir {dir} not fsynced before CheckpointComplete"
+                    );
+                    checked_files += 1;
+                }
+                for s in &c.snapshots {
+                    let snap = job.join(&s.file).to_str().unwrap().to_string();
+                    let synced = events.iter().any(|e| {
+                        matches!(&e.call, Call::Sync(p) if *p == snap) && e.end < write.start
+                    });
+                    assert!(
+                        synced,
+                        "rule 1: snapshot {snap} not fsynced before CheckpointComplete"
+                    );
+                }
+                // Rule 4 for the staging directories this record relies on.
+                for e in &events {
+                    if let Call::Mkdir(d) = &e.call {
+                        let d_abs = abs(table, d);
+                        if c.files
+                            .iter()
+                            .any(|f| job.join(&f.staged).starts_with(&d_abs))
+                        {
+                            let p = parent(d_abs.to_str().unwrap());
+                            let ok = synced_after(&events, &p, e.end)
+                                .is_some_and(|end| end < write.start);
+                            assert!(
+                                ok,
+                                "rule 4: {d} not fsynced in its parent before CheckpointComplete"
+                            );
+                        }
+                    }
+                }
+            }
+            Record::Committed { checkpoint } => {
+                committed_seen += 1;
+                let c = records
+                    .iter()
+                    .find_map(|r| match r {
+                        Record::CheckpointComplete(c) if c.checkpoint == *checkpoint => Some(c),
+                        _ => None,
+                    })
+                    .unwrap();
+                for f in &c.files {
+                    let dest = table.join(&f.dest).to_str().unwrap().to_string();
+                    let Some(rename) = events.iter().find(|e| matches!(&e.call, Call::Rename { to, .. } if abs(table, to).to_str() == Some(&dest)))
+                    else {
+                        continue; // renamed by an earlier (crashed) process
+                    };
+                    let Call::Rename { noreplace, .. } = &rename.call else {
+                        unreachable!()
+                    };
+                    assert!(noreplace, "rule 3: {dest} renamed without RENAME_NOREPLACE");
+                    if let Some(&durable) = complete_end.get(checkpoint) {
+                        assert!(
+                            rename.start > durable,
+                            "rule 2: {dest} renamed before the journal was fsynced"
+                        );
+                    }
+                    let dir = parent(&dest);
+                    let ok = synced_after(&events, &dir, rename.end)
+                        .is_some_and(|end| end < write.start);
+                    let syncs: Vec<_> = events
+                        .iter()
+                        .filter(|e| matches!(&e.call, Call::Sync(p) if *p == dir))
+                        .map(|e| e.end)
+                        .collect();
+                    assert!(ok, "rule 3: {dir} not fsynced after renaming {dest} (line {}) and before Committed({checkpoint}) (line {}); syncs at {syncs:?}", rename.end, write.start);
+                    for e in &events {
+                        if let Call::Mkdir(d) = &e.call {
+                            if abs(table, d) == Path::new(&dir) {
+                                let p = parent(&dir);
+                                let ok = synced_after(&events, &p, e.end)
+                                    .is_some_and(|end| end < write.start);
+                                assert!(ok, "rule 4: partition dir {dir} not fsynced in its parent before Committed");
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(checkpoints_seen > 0 && committed_seen > 0 && checked_files > 0);
+}
+
+fn abs(table: &Path, path: &str) -> PathBuf {
+    let p = Path::new(path);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        table.parent().unwrap().join(p)
+    }
+}
+
+fn journal_records(path: &Path) -> Vec<Record> {
+    let replay = journal::replay(path).unwrap();
+    let log = replay.log.unwrap();
+    let mut records = vec![Record::RunStarted(log.started.clone())];
+    // Rebuild the on-disk order: CC(n), Committed(n), …, RunFinished.
+    for c in &log.checkpoints {
+        records.push(Record::CheckpointComplete(c.clone()));
+        if log.committed.contains(&c.checkpoint) {
+            records.push(Record::Committed {
+                checkpoint: c.checkpoint,
+            });
+        }
+    }
+    if log.finished {
+        records.push(Record::RunFinished { rows_written: 0 });
+    }
+    records
+}
+
+#[test]
+fn a_load_fsyncs_in_protocol_order() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let table = w.dir.path().join("t");
+    let t = table.to_str().unwrap();
+    let trace = strace(
+        &w,
+        &[
+            "-t",
+            t,
+            "-p",
+            "dt,country",
+            "--dedupe-key",
+            "order_id",
+            "--checkpoint-rows",
+            "150",
+            "orders",
+        ],
+        None,
+    );
+    check(&trace, &table);
+    // Rule 5: the journal is durable (file, rename, directory) before anything is staged.
+    let events = parse(&trace);
+    let job = table.join("_ingest/default").to_str().unwrap().to_string();
+    let tmp = format!("{job}/journal.tmp");
+    let tmp_sync = events
+        .iter()
+        .find(|e| matches!(&e.call, Call::Sync(p) if *p == tmp))
+        .expect("journal.tmp fsynced")
+        .end;
+    let rename = events
+        .iter()
+        .find(|e| matches!(&e.call, Call::Rename { from, .. } if from.ends_with("journal.tmp")))
+        .unwrap();
+    let dir_sync =
+        synced_after(&events, &job, rename.end).expect("job dir fsynced after the journal rename");
+    let first_staging = events
+        .iter()
+        .find(|e| matches!(&e.call, Call::Mkdir(d) if d.contains("/pending")))
+        .unwrap();
+    assert!(
+        tmp_sync < rename.start && dir_sync < first_staging.start,
+        "rule 5 violated"
+    );
+    assert_same_rows(
+        table_rows(&table),
+        dedupe(input_rows(&[w.path("orders")]), "order_id"),
+        "traced load",
+    );
+}
+
+#[test]
+fn recovery_fsyncs_in_protocol_order() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let table = w.dir.path().join("t");
+    let t = table.to_str().unwrap();
+    let out = w.run_failing(
+        "commit.mid:3",
+        &[
+            "-t",
+            t,
+            "-p",
+            "dt,country",
+            "--checkpoint-rows",
+            "150",
+            "orders",
+        ],
+    );
+    assert!(crashed(&out));
+    let trace = strace(&w, &["-t", t, "--recover"], None);
+    check(&trace, &table);
+    assert_same_rows(
+        table_rows(&table),
+        input_rows(&[w.path("orders")]),
+        "traced recovery",
+    );
+}
