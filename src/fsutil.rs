@@ -234,3 +234,15 @@ pub fn try_lock(path: &Path, note: &str) -> std::result::Result<File, LockError>
         .map_err(LockError::Other)?;
     Ok(file)
 }
+
+/// Raises the soft limit on open files to the hard limit, as databases do: a checkpoint
+/// keeps one staged file open per partition it touches.
+pub fn raise_open_file_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        // Best effort: the old limit still works for loads with fewer partitions.
+        let _ = setrlimit(Resource::Nofile, limit);
+    }
+}

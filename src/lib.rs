@@ -46,6 +46,7 @@ use report::{Messages, Summary};
 /// Runs a checked command; returns its summary, if it has one.
 pub fn execute(command: Command) -> Result<Option<(Summary, bool, Messages)>> {
     failpoint::check_env()?;
+    fsutil::raise_open_file_limit();
     match command {
         Command::ListFailPoints => {
             for point in failpoint::POINTS {

@@ -84,7 +84,7 @@ pub fn load(cfg: &LoadConfig, _messages: Messages) -> Result<Summary> {
 
     let mut inputs = Vec::new();
     let mut skipped = 0;
-    for path in discover::discover(&cfg.inputs)? {
+    for path in discover::discover(&cfg.inputs, &common.table)? {
         let fingerprint = discover::fingerprint(&path)?;
         if cfg.reload {
             inputs.push(fingerprint);

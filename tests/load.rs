@@ -199,3 +199,16 @@ fn list_fail_points_names_the_contract_points() {
         );
     }
 }
+
+#[test]
+fn a_table_inside_its_input_directory_never_loads_itself() {
+    let w = Workdir::new();
+    w.write("data/a.csv", "id\n1\n");
+    assert_code(&w.run(&["-t", "data/table", "data"]), 0);
+    w.write("data/b.csv", "id\n2\n");
+    let out = w.run(&["-t", "data/table", "data", "--json"]);
+    assert_code(&out, 0);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["inputs_loaded"].as_u64(), Some(1));
+    assert_eq!(table_rows(&w.path("data/table")).len(), 2);
+}

@@ -11,28 +11,37 @@ use walkdir::WalkDir;
 use super::Fingerprint;
 
 /// Expands the command-line inputs into canonical file paths: argument order, then sorted
-/// path order inside each directory; a file named twice is read once.
-pub fn discover(args: &[PathBuf]) -> Result<Vec<PathBuf>> {
+/// path order inside each directory; a file named twice is read once. Nothing under
+/// `exclude` (the target table) is ever an input, so a table kept inside its input
+/// directory does not load itself.
+pub fn discover(args: &[PathBuf], exclude: &Path) -> Result<Vec<PathBuf>> {
+    let exclude = exclude.canonicalize().ok();
     let mut seen = HashSet::new();
     let mut files = Vec::new();
     for arg in args {
         let meta = std::fs::metadata(arg)
             .with_context(|| format!("input {} cannot be read", arg.display()))?;
         if meta.is_dir() {
-            let walk = WalkDir::new(arg)
+            let root = arg
+                .canonicalize()
+                .with_context(|| format!("input {} cannot be resolved", arg.display()))?;
+            let walk = WalkDir::new(&root)
                 .follow_links(true)
                 .sort_by_file_name()
                 .into_iter()
-                .filter_entry(|e| e.depth() == 0 || !is_hidden(e.file_name()));
+                .filter_entry(|e| {
+                    (e.depth() == 0 || !is_hidden(e.file_name()))
+                        && Some(e.path()) != exclude.as_deref()
+                });
             for entry in walk {
                 let entry = entry
                     .with_context(|| format!("cannot walk input directory {}", arg.display()))?;
                 if entry.file_type().is_file() {
-                    push_canonical(entry.path(), &mut seen, &mut files)?;
+                    push_canonical(entry.path(), exclude.as_deref(), &mut seen, &mut files)?;
                 }
             }
         } else {
-            push_canonical(arg, &mut seen, &mut files)?;
+            push_canonical(arg, exclude.as_deref(), &mut seen, &mut files)?;
         }
     }
     Ok(files)
@@ -44,12 +53,16 @@ fn is_hidden(name: &std::ffi::OsStr) -> bool {
 
 fn push_canonical(
     path: &Path,
+    exclude: Option<&Path>,
     seen: &mut HashSet<PathBuf>,
     files: &mut Vec<PathBuf>,
 ) -> Result<()> {
     let canonical = path
         .canonicalize()
         .with_context(|| format!("input {} cannot be resolved", path.display()))?;
+    if exclude.is_some_and(|table| canonical.starts_with(table)) {
+        return Ok(());
+    }
     if canonical.to_str().is_none() {
         bail!(
             "input path {} is not valid UTF-8; rename it to load it",
@@ -101,7 +114,11 @@ mod tests {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, "x\n").unwrap();
         }
-        let found = discover(&[root.to_path_buf(), root.join("a.csv")]).unwrap();
+        let found = discover(
+            &[root.to_path_buf(), root.join("a.csv")],
+            Path::new("/nonexistent"),
+        )
+        .unwrap();
         let names: Vec<_> = found
             .iter()
             .map(|p| p.strip_prefix(root.canonicalize().unwrap()).unwrap())
@@ -118,7 +135,7 @@ mod tests {
 
     #[test]
     fn a_missing_input_is_a_clear_error() {
-        let err = discover(&[PathBuf::from("/no/such/input.csv")]).unwrap_err();
+        let err = discover(&[PathBuf::from("/no/such/input.csv")], Path::new("t")).unwrap_err();
         assert!(
             format!("{err:#}").starts_with("input /no/such/input.csv cannot be read"),
             "{err:#}"
