@@ -92,6 +92,7 @@ fn every_fail_point_then_recover_gives_exact_rows() {
             assert_settled(&w, &spec);
         }
     }
+    eprintln!("crash matrix: {crashes} crashes, each followed by --recover and a full check");
     assert!(crashes >= 40, "only {crashes} crashes happened");
 }
 
@@ -298,5 +299,6 @@ fn random_sigkill_during_load_and_recovery_loses_and_duplicates_nothing() {
         );
         assert!(visible_debris(&w.path("t")).is_empty(), "seed {seed}");
     }
+    eprintln!("random SIGKILL: seed {seed}, {kills} kills landed mid-run over 12 loads");
     assert!(kills >= 6, "seed {seed}: only {kills} kills landed mid-run");
 }
