@@ -19,11 +19,14 @@
 //!    inputs. *Crash between*: the journal still holds the run; the next start folds it.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use anyhow::{bail, Result};
 
 use crate::failpoint;
 use crate::journal::{Checkpoint, Journal, Record};
+use crate::progress::Counters;
 use crate::sink::{self, StagedFile};
 use crate::source::{InputDone, Position};
 use crate::stage::SnapshotRef;
@@ -69,6 +72,8 @@ pub struct Coordinator<'a> {
     participants: usize,
     partial: BTreeMap<u64, Partial>,
     finished: bool,
+    last_committed: Option<u64>,
+    counters: Arc<Counters>,
 }
 
 impl<'a> Coordinator<'a> {
@@ -78,6 +83,7 @@ impl<'a> Coordinator<'a> {
         layout: &'a JobLayout,
         columns: Vec<String>,
         stages: usize,
+        counters: Arc<Counters>,
     ) -> Self {
         Coordinator {
             journal,
@@ -86,7 +92,14 @@ impl<'a> Coordinator<'a> {
             participants: stages + 2,
             partial: BTreeMap::new(),
             finished: false,
+            last_committed: None,
+            counters,
         }
+    }
+
+    /// The last checkpoint this coordinator committed.
+    pub fn last_committed(&self) -> Option<u64> {
+        self.last_committed
     }
 
     /// True once the final checkpoint is committed.
@@ -145,6 +158,8 @@ impl<'a> Coordinator<'a> {
         };
         complete_and_commit(self.journal, self.layout, checkpoint)?;
         self.finished = last;
+        self.last_committed = Some(n);
+        self.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 }

@@ -19,22 +19,38 @@ pub const DEFAULT_CHECKPOINT_ROWS: u64 = 500_000;
 #[command(name = "ingest", version, about, long_about, max_term_width = 100)]
 pub struct Cli {
     /// The table directory (created if missing)
-    #[arg(
-        short = 't',
-        long,
-        value_name = "TABLE_DIR",
-        required_unless_present = "list_fail_points"
-    )]
+    #[arg(short = 't', long, value_name = "TABLE_DIR",
+        required_unless_present_any = ["list_fail_points", "completions"])]
     pub target: Option<PathBuf>,
 
     /// Input files or directories (walked recursively in sorted order, hidden entries skipped)
-    #[arg(value_name = "INPUT", required_unless_present_any = ["recover", "list_fail_points"])]
+    #[arg(value_name = "INPUT",
+        required_unless_present_any = ["recover", "status", "list_fail_points", "completions"])]
     pub inputs: Vec<PathBuf>,
 
     /// Finish an interrupted run: commit completed checkpoints, discard the rest, resume
-    #[arg(long, conflicts_with_all = ["inputs", "reload", "delimiter", "partition_by", "format",
-        "checkpoint_rows", "dedupe_key"])]
+    #[arg(long, conflicts_with_all = LOAD_ONLY)]
     pub recover: bool,
+
+    /// Show each job's last run, its checkpoints and inputs, and what --recover would do
+    #[arg(long, conflicts_with_all = LOAD_ONLY, conflicts_with = "recover")]
+    pub status: bool,
+
+    /// List what a load would do (new, already loaded, changed inputs) and write nothing
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Wait up to SECONDS for another ingest of the job to finish instead of exiting 75
+    #[arg(long, value_name = "SECONDS")]
+    pub lock_wait: Option<u64>,
+
+    /// Progress bar on stderr: auto (only on a terminal), always, never
+    #[arg(long, value_enum, default_value_t = ProgressMode::Auto, value_name = "WHEN")]
+    pub progress: ProgressMode,
+
+    /// Print a shell completion script for SHELL to stdout
+    #[arg(long, value_name = "SHELL", exclusive = true)]
+    pub completions: Option<clap_complete::Shell>,
 
     /// Print the names of the fault-injection points, one per line
     #[arg(long, exclusive = true)]
@@ -66,8 +82,9 @@ pub struct Cli {
     pub reload: bool,
 
     /// Job name: each job has its own journal, manifest and lock under TABLE_DIR/_ingest/
-    #[arg(long, value_name = "NAME", default_value = "default")]
-    pub job: String,
+    /// [default: default; --status without it shows every job]
+    #[arg(long, value_name = "NAME")]
+    pub job: Option<String>,
 
     /// Print nothing on stderr but errors
     #[arg(short, long)]
@@ -76,6 +93,29 @@ pub struct Cli {
     /// Print a machine-readable JSON summary on stdout
     #[arg(long)]
     pub json: bool,
+}
+
+/// Flags that only make sense for a load.
+const LOAD_ONLY: [&str; 8] = [
+    "inputs",
+    "reload",
+    "delimiter",
+    "partition_by",
+    "format",
+    "checkpoint_rows",
+    "dedupe_key",
+    "dry_run",
+];
+
+/// When to draw the progress bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProgressMode {
+    /// Only when stderr is a terminal
+    Auto,
+    /// Even when stderr is not a terminal
+    Always,
+    /// Never
+    Never,
 }
 
 /// Output file formats.

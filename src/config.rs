@@ -2,11 +2,12 @@
 //! a flag string.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{Cli, Format};
+use crate::cli::{Cli, Format, ProgressMode};
 use crate::exit::UsageError;
 
 /// What the command line asks for.
@@ -14,10 +15,14 @@ use crate::exit::UsageError;
 pub enum Command {
     /// Print the fault-injection points.
     ListFailPoints,
+    /// Print a shell completion script.
+    Completions(clap_complete::Shell),
     /// Load inputs into a table.
     Load(LoadConfig),
     /// Finish an interrupted run.
     Recover(Common),
+    /// Describe the table's jobs; `None` for every job.
+    Status(Common, Option<String>),
 }
 
 /// Settings shared by every command that touches a table.
@@ -27,6 +32,9 @@ pub struct Common {
     pub job: String,
     pub quiet: bool,
     pub json: bool,
+    pub progress: ProgressMode,
+    /// How long to wait for the job's lock; `None` fails at once (exit 75).
+    pub lock_wait: Option<Duration>,
 }
 
 /// A load: where, what, and how.
@@ -35,6 +43,7 @@ pub struct LoadConfig {
     pub common: Common,
     pub inputs: Vec<PathBuf>,
     pub reload: bool,
+    pub dry_run: bool,
     pub options: RunOptions,
 }
 
@@ -59,14 +68,24 @@ impl Command {
         if cli.list_fail_points {
             return Ok(Command::ListFailPoints);
         }
+        if let Some(shell) = cli.completions {
+            return Ok(Command::Completions(shell));
+        }
         let table = cli.target.ok_or_else(|| usage("--target is required"))?;
-        check_job_name(&cli.job)?;
+        if let Some(job) = &cli.job {
+            check_job_name(job)?;
+        }
         let common = Common {
             table,
-            job: cli.job,
+            job: cli.job.clone().unwrap_or_else(|| "default".to_string()),
             quiet: cli.quiet,
             json: cli.json,
+            progress: cli.progress,
+            lock_wait: cli.lock_wait.map(Duration::from_secs),
         };
+        if cli.status {
+            return Ok(Command::Status(common, cli.job));
+        }
         if cli.recover {
             return Ok(Command::Recover(common));
         }
@@ -95,6 +114,7 @@ impl Command {
             common,
             inputs: cli.inputs,
             reload: cli.reload,
+            dry_run: cli.dry_run,
             options: RunOptions {
                 delimiter,
                 partition_by: cli.partition_by,

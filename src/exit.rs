@@ -16,6 +16,10 @@ pub enum Exit {
     Usage = 2,
     /// Another `ingest` of the same job holds the table's lock (EX_TEMPFAIL).
     Locked = 75,
+    /// Stopped by SIGINT at a checkpoint boundary; resumable with `--recover`.
+    Interrupted = 130,
+    /// Stopped by SIGTERM at a checkpoint boundary; resumable with `--recover`.
+    Terminated = 143,
 }
 
 impl Exit {
@@ -27,6 +31,13 @@ impl Exit {
             }
             if cause.is::<UsageError>() {
                 return Exit::Usage;
+            }
+            if let Some(stopped) = cause.downcast_ref::<Stopped>() {
+                return if stopped.signal == signal_hook::consts::SIGTERM {
+                    Exit::Terminated
+                } else {
+                    Exit::Interrupted
+                };
             }
         }
         Exit::Failure
@@ -75,6 +86,27 @@ impl fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// A signal stopped the run at a checkpoint boundary.
+#[derive(Debug)]
+pub struct Stopped {
+    pub signal: i32,
+    /// What to tell the user: what is committed, and what to run next.
+    pub detail: String,
+}
+
+impl fmt::Display for Stopped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "stopped by {}: {}",
+            crate::signals::name(self.signal),
+            self.detail
+        )
+    }
+}
+
+impl std::error::Error for Stopped {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,6 +117,26 @@ mod tests {
         assert_eq!(Exit::Failure.code(), 1);
         assert_eq!(Exit::Usage.code(), 2);
         assert_eq!(Exit::Locked.code(), 75);
+        assert_eq!(Exit::Interrupted.code(), 130);
+        assert_eq!(Exit::Terminated.code(), 143);
+    }
+
+    #[test]
+    fn a_signal_picks_130_or_143() {
+        let stop = |signal| {
+            anyhow::Error::new(Stopped {
+                signal,
+                detail: String::new(),
+            })
+        };
+        assert_eq!(
+            Exit::for_error(&stop(signal_hook::consts::SIGINT)),
+            Exit::Interrupted
+        );
+        assert_eq!(
+            Exit::for_error(&stop(signal_hook::consts::SIGTERM)),
+            Exit::Terminated
+        );
     }
 
     #[test]

@@ -19,6 +19,9 @@
 //!   inputs; [`recover`]: roll forward, roll back, resume.
 //! - [`run`] and [`pipeline`]: a load end to end; [`fsutil`]: every fsync, rename and
 //!   lock; [`failpoint`]: named crash points for the crash tests.
+//! - Around them: [`cli`] → [`config`] (flags into checked settings), [`exit`] (exit
+//!   codes), [`report`] (summaries), [`progress`] (the bar), [`signals`] (stop at a
+//!   checkpoint boundary), [`status`] (`--status`).
 
 pub mod batch;
 pub mod checkpoint;
@@ -30,12 +33,15 @@ pub mod fsutil;
 pub mod journal;
 pub mod manifest;
 pub mod pipeline;
+pub mod progress;
 pub mod recover;
 pub mod report;
 pub mod run;
+pub mod signals;
 pub mod sink;
 pub mod source;
 pub mod stage;
+pub mod status;
 pub mod table;
 
 use anyhow::Result;
@@ -47,11 +53,26 @@ use report::{Messages, Summary};
 pub fn execute(command: Command) -> Result<Option<(Summary, bool, Messages)>> {
     failpoint::check_env()?;
     fsutil::raise_open_file_limit();
+    signals::install()?;
     match command {
         Command::ListFailPoints => {
             for point in failpoint::POINTS {
                 println!("{point}");
             }
+            Ok(None)
+        }
+        Command::Completions(shell) => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                shell,
+                &mut cli::Cli::command(),
+                "ingest",
+                &mut std::io::stdout(),
+            );
+            Ok(None)
+        }
+        Command::Status(common, job) => {
+            status::print(&common, job.as_deref())?;
             Ok(None)
         }
         Command::Load(cfg) => {

@@ -15,6 +15,7 @@ use anyhow::{anyhow, bail, Result};
 use crate::checkpoint::Coordinator;
 use crate::fsutil;
 use crate::journal::{Checkpoint, Journal, RunStarted};
+use crate::progress::Counters;
 use crate::sink::{self, CsvSink};
 use crate::source::{self, SourcePlan};
 use crate::stage::{self, dedupe::Dedupe, SnapshotRef, SnapshotStore, Stage};
@@ -32,6 +33,7 @@ pub struct Spec<'a> {
     pub resume: Option<&'a Checkpoint>,
     /// Every stage snapshot of the completed checkpoints, in order.
     pub snapshots: Vec<SnapshotRef>,
+    pub counters: Arc<Counters>,
 }
 
 /// Builds the stages the options ask for, restored from `snapshots`.
@@ -55,6 +57,7 @@ pub fn validate(layout: &JobLayout, run: &RunStarted, columns: &[String]) -> Res
         columns: columns.to_vec(),
         resume: None,
         snapshots: Vec::new(),
+        counters: Arc::default(),
     };
     build_stages(&spec)?;
     CsvSink::new(layout, &run.run_id, columns, &run.options.partition_by, 1)?;
@@ -84,6 +87,7 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
         checkpoint_rows: run.options.checkpoint_rows,
         first_checkpoint,
         resume: spec.resume.map(|c| c.position.clone()),
+        counters: spec.counters.clone(),
     };
     let nstages = stages.len();
     let cancel = Arc::new(AtomicBool::new(false));
@@ -110,7 +114,13 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
         handles.push(("sink", scope.spawn(move || sink::run(sink, rx, acks))));
         drop(ack_tx);
 
-        let mut coordinator = Coordinator::new(journal, spec.layout, spec.columns.clone(), nstages);
+        let mut coordinator = Coordinator::new(
+            journal,
+            spec.layout,
+            spec.columns.clone(),
+            nstages,
+            spec.counters.clone(),
+        );
         let mut outcome = Ok(());
         for ack in ack_rx.iter() {
             if let Err(e) = coordinator.on_ack(ack) {

@@ -16,11 +16,14 @@ use anyhow::{bail, Result};
 
 use crate::checkpoint;
 use crate::config::Common;
+use crate::exit::Stopped;
 use crate::journal::{self, Journal};
 use crate::manifest::Manifest;
 use crate::pipeline;
+use crate::progress::Progress;
 use crate::report::{Messages, Summary};
 use crate::run::{self, lock_job};
+use crate::signals;
 use crate::sink::pending;
 use crate::source::{self, discover};
 use crate::table::JobLayout;
@@ -40,7 +43,7 @@ pub fn recover(common: &Common, messages: Messages) -> Result<Summary> {
     if !layout.dir.exists() {
         return nothing();
     }
-    let _lock = lock_job(&layout)?;
+    let _lock = lock_job(&layout, common.lock_wait)?;
     let mut manifest = Manifest::load(&layout.manifest())?;
     let replay = journal::replay(&layout.journal())?;
     let Some(log) = replay.log else {
@@ -65,6 +68,7 @@ pub fn recover(common: &Common, messages: Messages) -> Result<Summary> {
         checkpoint::commit(&mut journal, &layout, completed)?;
     }
     let last = log.last_checkpoint();
+    let mut rows_here = 0;
     let unknown = pending::discard_incomplete(&layout, &run_id, last.map_or(0, |c| c.checkpoint))?;
     for path in unknown
         .iter()
@@ -97,24 +101,40 @@ pub fn recover(common: &Common, messages: Messages) -> Result<Summary> {
             .iter()
             .flat_map(|c| c.snapshots.iter().cloned())
             .collect();
+        if let Some(signal) = signals::requested() {
+            let detail = format!(
+                "before resuming; `{}` finishes the run",
+                run::recover_command(common)
+            );
+            return Err(Stopped { signal, detail }.into());
+        }
         messages.note(&format!(
             "resuming run {run_id} after checkpoint {}",
             last.map_or(0, |c| c.checkpoint)
         ));
+        let inputs = &log.started.inputs;
+        let total: u64 = inputs.iter().map(|i| i.size).sum();
+        let resumed_at = last.map_or(0, |c| c.position.input);
+        let done: u64 = inputs.iter().take(resumed_at).map(|i| i.size).sum();
+        let progress = Progress::start(common.progress, common.quiet, total, done);
         let spec = pipeline::Spec {
             layout: &layout,
             run: &log.started,
             columns,
             resume: last,
             snapshots,
+            counters: progress.counters.clone(),
         };
-        pipeline::execute(spec, &mut journal).map_err(|e| run::stopped(e, common))?;
+        let outcome = pipeline::execute(spec, &mut journal);
+        rows_here = progress
+            .counters
+            .rows
+            .load(std::sync::atomic::Ordering::Relaxed);
+        progress.finish();
+        outcome.map_err(|e| run::stopped(e, common, &layout))?;
     }
     let log = run::finish(&layout, &mut journal, &mut manifest)?;
-    Ok(Summary::from_log(
-        "recovered",
-        &common.job,
-        &log,
-        started.elapsed(),
-    ))
+    let summary =
+        Summary::from_log("recovered", &common.job, &log, started.elapsed()).with_rate(rows_here);
+    run::after_signal(summary, common)
 }

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use indicatif::{HumanBytes, HumanCount};
 use serde::Serialize;
 
 use crate::journal::RunLog;
@@ -26,12 +27,14 @@ impl Messages {
 /// What a command did; `--json` prints it as one object.
 #[derive(Debug, Default, Serialize)]
 pub struct Summary {
-    /// `loaded`, `nothing-to-load`, `recovered` or `nothing-to-recover`.
+    /// `loaded`, `nothing-to-load`, `recovered`, `nothing-to-recover` or `dry-run`.
     pub outcome: &'static str,
     pub job: String,
     pub run_id: Option<String>,
     pub inputs_loaded: u64,
     pub inputs_skipped: u64,
+    /// Inputs loaded before whose content changed (reported by `--dry-run`).
+    pub inputs_changed: u64,
     pub rows_read: u64,
     pub rows_written: u64,
     pub rows_deduplicated: u64,
@@ -40,6 +43,8 @@ pub struct Summary {
     pub checkpoints: u64,
     pub bytes_written: u64,
     pub elapsed_seconds: f64,
+    /// Rows this process read per second (a recovery counts only what it read itself).
+    pub rows_per_second: f64,
 }
 
 impl Summary {
@@ -81,39 +86,39 @@ impl Summary {
         }
     }
 
+    /// Sets the rate from the rows this process read.
+    pub fn with_rate(mut self, rows_here: u64) -> Summary {
+        self.rows_per_second = rows_here as f64 / self.elapsed_seconds.max(1e-9);
+        self
+    }
+
     /// The one-line human summary.
     pub fn line(&self) -> String {
         match self.outcome {
-            "nothing-to-load" => format!(
-                "nothing to load: {} input(s) already loaded",
-                self.inputs_skipped
-            ),
+            "nothing-to-load" => format!("nothing to load: {} input(s) already loaded", self.inputs_skipped),
             "nothing-to-recover" => "nothing to recover".to_string(),
+            "dry-run" => format!(
+                "dry run: {} new input(s) would be loaded, {} already loaded, {} changed; nothing was written",
+                self.inputs_loaded, self.inputs_skipped, self.inputs_changed
+            ),
             _ => {
-                let rate = self.rows_read as f64 / self.elapsed_seconds.max(1e-9);
                 let mut line = format!(
-                    "{} {} rows from {} input(s) into {} file(s) in {} partition(s), {} checkpoint(s), {} bytes, {:.2} s ({:.0} rows/s)",
+                    "{} {} rows ({} read, {} duplicate(s) dropped) from {} input(s) into {} file(s) in \
+                     {} partition(s), {} checkpoint(s), {} in {:.2} s ({} rows/s)",
                     self.outcome,
                     self.rows_written,
+                    self.rows_read,
+                    self.rows_deduplicated,
                     self.inputs_loaded,
                     self.files_written,
                     self.partitions,
                     self.checkpoints,
-                    self.bytes_written,
+                    HumanBytes(self.bytes_written),
                     self.elapsed_seconds,
-                    rate
+                    HumanCount(self.rows_per_second as u64),
                 );
-                if self.rows_deduplicated > 0 {
-                    line.push_str(&format!(
-                        "; {} duplicate row(s) dropped",
-                        self.rows_deduplicated
-                    ));
-                }
                 if self.inputs_skipped > 0 {
-                    line.push_str(&format!(
-                        "; {} input(s) already loaded",
-                        self.inputs_skipped
-                    ));
+                    line.push_str(&format!("; {} input(s) already loaded", self.inputs_skipped));
                 }
                 line
             }

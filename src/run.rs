@@ -1,38 +1,50 @@
 //! A load from start to finish: lock the job, refuse to start over an interrupted run,
-//! pick the inputs the manifest does not know, journal the run, execute the pipeline,
-//! finish. Recovery (`recover.rs`) shares `finish` and the pipeline.
+//! pick the inputs the manifest does not know, check the space, journal the run, execute
+//! the pipeline, finish. Recovery (`recover.rs`) shares `finish`, `lock_job` and the
+//! pipeline.
 
 use std::fs::File;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 
 use crate::config::{Common, LoadConfig};
-use crate::exit::LockHeld;
+use crate::exit::{LockHeld, Stopped};
 use crate::failpoint;
 use crate::fsutil::{self, LockError};
 use crate::journal::{self, Journal, Record, RunLog, RunStarted};
 use crate::manifest::{Manifest, Status};
 use crate::pipeline;
+use crate::progress::Progress;
 use crate::report::{Messages, Summary};
+use crate::signals;
 use crate::sink::pending;
-use crate::source::{self, discover};
+use crate::source::{self, discover, Fingerprint};
 use crate::table::JobLayout;
 
-/// Creates the job's directory and takes its lock, or fails with `LockHeld` (exit 75).
-pub fn lock_job(layout: &JobLayout) -> Result<File> {
+/// Creates the job's directory and takes its lock, waiting up to `wait` for it, or fails
+/// with `LockHeld` (exit 75).
+pub fn lock_job(layout: &JobLayout, wait: Option<Duration>) -> Result<File> {
     fsutil::create_dir_all_durable(&layout.dir)?;
     let now = humantime::format_rfc3339_seconds(SystemTime::now());
     let note = format!("pid {} since {now}", std::process::id());
-    match fsutil::try_lock(&layout.lock(), &note) {
-        Ok(file) => Ok(file),
-        Err(LockError::Held(holder)) => Err(LockHeld {
-            table: layout.table.display().to_string(),
-            job: layout.job.clone(),
-            holder,
+    let deadline = Instant::now() + wait.unwrap_or_default();
+    loop {
+        match fsutil::try_lock(&layout.lock(), &note) {
+            Ok(file) => return Ok(file),
+            Err(LockError::Held(holder)) => {
+                if Instant::now() >= deadline || signals::requested().is_some() {
+                    return Err(LockHeld {
+                        table: layout.table.display().to_string(),
+                        job: layout.job.clone(),
+                        holder,
+                    }
+                    .into());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(LockError::Other(e)) => return Err(e),
         }
-        .into()),
-        Err(LockError::Other(e)) => Err(e),
     }
 }
 
@@ -40,14 +52,23 @@ pub fn lock_job(layout: &JobLayout) -> Result<File> {
 pub fn interrupted_error(common: &Common, log: &RunLog) -> anyhow::Error {
     anyhow::anyhow!(
         "job {:?} has an interrupted run {} (started {}, {} checkpoint(s) completed); finish it \
-         first with: ingest --target {} --job {} --recover",
+         first with: {}",
         common.job,
         log.started.run_id,
         log.started.started_at,
         log.checkpoints.len(),
-        common.table.display(),
-        common.job
+        recover_command(common)
     )
+}
+
+/// The command line that finishes this job's interrupted run.
+pub fn recover_command(common: &Common) -> String {
+    let job = if common.job == "default" {
+        String::new()
+    } else {
+        format!(" --job {}", common.job)
+    };
+    format!("ingest --target {}{job} --recover", common.table.display())
 }
 
 /// A run id: UTC start time plus random bits, unique per job.
@@ -66,12 +87,98 @@ fn new_run_id() -> String {
     format!("{stamp}-{:08x}", salt as u32)
 }
 
+/// The inputs a load would read, sorted by what the manifest says of them.
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub new: Vec<Fingerprint>,
+    pub loaded: Vec<Fingerprint>,
+    pub changed: Vec<(Fingerprint, crate::manifest::Entry)>,
+}
+
+fn plan(cfg: &LoadConfig, manifest: &Manifest) -> Result<Plan> {
+    let mut plan = Plan::default();
+    for path in discover::discover(&cfg.inputs, &cfg.common.table)? {
+        let fingerprint = discover::fingerprint(&path)?;
+        if cfg.reload {
+            plan.new.push(fingerprint);
+            continue;
+        }
+        match manifest.status(&fingerprint)? {
+            Status::New => plan.new.push(fingerprint),
+            Status::Loaded => plan.loaded.push(fingerprint),
+            Status::Changed(was) => plan.changed.push((fingerprint, was)),
+        }
+    }
+    Ok(plan)
+}
+
+/// `--dry-run`: what a load would do, reading only.
+fn dry_run(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
+    let started = Instant::now();
+    let layout = JobLayout::new(&cfg.common.table, &cfg.common.job);
+    let manifest = Manifest::load(&layout.manifest())?;
+    if let Some(log) = journal::replay(&layout.journal())?.log {
+        if !log.finished {
+            messages.note(&format!(
+                "a load would refuse to start: {}",
+                interrupted_error(&cfg.common, &log)
+            ));
+        }
+    }
+    let plan = plan(cfg, &manifest)?;
+    let list = !cfg.common.json;
+    for input in plan.new.iter().filter(|_| list) {
+        println!("new\t{}\t{} bytes", input.path, input.size);
+    }
+    for input in plan.loaded.iter().filter(|_| list) {
+        println!("loaded\t{}\t{} bytes", input.path, input.size);
+    }
+    for (input, was) in plan.changed.iter().filter(|_| list) {
+        println!(
+            "changed\t{}\t{} bytes (was {} bytes, loaded by run {})",
+            input.path, input.size, was.fingerprint.size, was.run_id
+        );
+    }
+    let mut summary = Summary::nothing(
+        "dry-run",
+        &cfg.common.job,
+        plan.loaded.len() as u64,
+        started.elapsed(),
+    );
+    summary.inputs_loaded = plan.new.len() as u64;
+    summary.inputs_changed = plan.changed.len() as u64;
+    Ok(summary)
+}
+
+/// Fails early when the inputs clearly cannot fit on the table's filesystem.
+///
+/// The estimate is the inputs' stored size: a lower bound for compressed inputs, close
+/// for plain CSV (the output holds the same fields). A real ENOSPC later still fails the
+/// run cleanly, with nothing of the failing checkpoint visible.
+fn check_space(common: &Common, inputs: &[Fingerprint]) -> Result<()> {
+    let needed: u64 = inputs.iter().map(|i| i.size).sum();
+    let available = fs2::available_space(&common.table)
+        .with_context(|| format!("cannot read the free space of {}", common.table.display()))?;
+    if available < needed {
+        bail!(
+            "not enough free space for this load: the inputs need about {} bytes in {}, and only \
+             {available} are available; free some space or load fewer inputs",
+            needed,
+            common.table.display()
+        );
+    }
+    Ok(())
+}
+
 /// Loads the configured inputs.
-pub fn load(cfg: &LoadConfig, _messages: Messages) -> Result<Summary> {
+pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
+    if cfg.dry_run {
+        return dry_run(cfg, messages);
+    }
     let started = Instant::now();
     let common = &cfg.common;
     let layout = JobLayout::new(&common.table, &common.job);
-    let _lock = lock_job(&layout)?;
+    let _lock = lock_job(&layout, common.lock_wait)?;
     let mut manifest = Manifest::load(&layout.manifest())?;
     if let Some(log) = journal::replay(&layout.journal())?.log {
         if !log.finished {
@@ -82,28 +189,19 @@ pub fn load(cfg: &LoadConfig, _messages: Messages) -> Result<Summary> {
         pending::remove_run(&layout, &log.started.run_id)?;
     }
 
-    let mut inputs = Vec::new();
-    let mut skipped = 0;
-    for path in discover::discover(&cfg.inputs, &common.table)? {
-        let fingerprint = discover::fingerprint(&path)?;
-        if cfg.reload {
-            inputs.push(fingerprint);
-            continue;
-        }
-        match manifest.status(&fingerprint)? {
-            Status::New => inputs.push(fingerprint),
-            Status::Loaded => skipped += 1,
-            Status::Changed(was) => bail!(
-                "input {} changed since run {} loaded it ({} bytes then, {} now); loading it again \
-                 would duplicate its old rows: pass --reload to load it again in full, or move it aside",
-                fingerprint.path,
-                was.run_id,
-                was.fingerprint.size,
-                fingerprint.size
-            ),
-        }
+    let plan = plan(cfg, &manifest)?;
+    if let Some((input, was)) = plan.changed.first() {
+        bail!(
+            "input {} changed since run {} loaded it ({} bytes then, {} now); loading it again \
+             would duplicate its old rows: pass --reload to load it again in full, or move it aside",
+            input.path,
+            was.run_id,
+            was.fingerprint.size,
+            input.size
+        );
     }
-    if inputs.is_empty() {
+    let skipped = plan.loaded.len() as u64;
+    if plan.new.is_empty() {
         return Ok(Summary::nothing(
             "nothing-to-load",
             &common.job,
@@ -111,39 +209,93 @@ pub fn load(cfg: &LoadConfig, _messages: Messages) -> Result<Summary> {
             started.elapsed(),
         ));
     }
-
-    let columns = source::read_columns(&inputs, cfg.options.delimiter)?.unwrap_or_default();
+    check_space(common, &plan.new)?;
+    let columns = source::read_columns(&plan.new, cfg.options.delimiter)?.unwrap_or_default();
     let run = RunStarted {
         run_id: new_run_id(),
         started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
         options: cfg.options.clone(),
-        inputs,
+        inputs: plan.new,
     };
     pipeline::validate(&layout, &run, &columns)?;
+    if let Some(signal) = signals::requested() {
+        return Err(Stopped {
+            signal,
+            detail: "before anything was loaded".into(),
+        }
+        .into());
+    }
     let mut journal = Journal::create(&layout.journal(), &run)?;
     failpoint::hit("run.started.after");
+    let total: u64 = run.inputs.iter().map(|i| i.size).sum();
+    let progress = Progress::start(common.progress, common.quiet, total, 0);
     let spec = pipeline::Spec {
         layout: &layout,
         run: &run,
         columns,
         resume: None,
         snapshots: Vec::new(),
+        counters: progress.counters.clone(),
     };
-    pipeline::execute(spec, &mut journal).map_err(|e| stopped(e, common))?;
+    let outcome = pipeline::execute(spec, &mut journal);
+    let rows_here = progress
+        .counters
+        .rows
+        .load(std::sync::atomic::Ordering::Relaxed);
+    progress.finish();
+    outcome.map_err(|e| stopped(e, common, &layout))?;
     let log = finish(&layout, &mut journal, &mut manifest)?;
-    let mut summary = Summary::from_log("loaded", &common.job, &log, started.elapsed());
+    let mut summary =
+        Summary::from_log("loaded", &common.job, &log, started.elapsed()).with_rate(rows_here);
     summary.inputs_skipped = skipped;
-    Ok(summary)
+    after_signal(summary, common)
 }
 
-/// Adds what to do next to the error that stopped a run.
-pub fn stopped(err: anyhow::Error, common: &Common) -> anyhow::Error {
-    anyhow::anyhow!(
-        "{err:#}\nthe run stopped; the checkpoints it completed stay committed, and \
-         `ingest --target {} --job {} --recover` resumes it once the cause is fixed",
-        common.table.display(),
-        common.job
-    )
+/// A run that finished although a signal arrived still reports the signal (130/143), so
+/// a calling script stops too; the message says nothing is left to recover.
+pub fn after_signal(summary: Summary, common: &Common) -> Result<Summary> {
+    match signals::requested() {
+        None => Ok(summary),
+        Some(signal) => {
+            Messages {
+                quiet: common.quiet,
+            }
+            .note(&summary.line());
+            Err(Stopped {
+                signal,
+                detail: "the run had already finished; nothing to recover".into(),
+            }
+            .into())
+        }
+    }
+}
+
+/// Explains a stopped run: what is committed, and the command that finishes it.
+pub fn stopped(err: anyhow::Error, common: &Common, layout: &JobLayout) -> anyhow::Error {
+    let committed = journal::replay(&layout.journal())
+        .ok()
+        .and_then(|r| r.log)
+        .map(|log| {
+            (
+                log.checkpoints.len(),
+                log.checkpoints.iter().map(|c| c.rows_written).sum::<u64>(),
+            )
+        })
+        .unwrap_or_default();
+    let what = format!(
+        "{} checkpoint(s) with {} row(s) are committed; `{}` resumes the run",
+        committed.0,
+        committed.1,
+        recover_command(common)
+    );
+    if let Some(stop) = err.downcast_ref::<Stopped>() {
+        return Stopped {
+            signal: stop.signal,
+            detail: what,
+        }
+        .into();
+    }
+    anyhow::anyhow!("{err:#}\nthe run stopped; {what} once the cause is fixed")
 }
 
 /// Journals the end of the run, folds its inputs into the manifest, removes its state.

@@ -15,7 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::batch::{Barrier, Msg, RecordBatch, BATCH_ROWS};
 use crate::checkpoint::Ack;
+use crate::exit::Stopped;
 use crate::failpoint;
+use crate::progress::Counters;
+use crate::signals;
 use reader::InputReader;
 
 /// An input's identity when the run started: enough to notice that it changed.
@@ -102,9 +105,50 @@ pub struct SourcePlan {
     pub first_checkpoint: u64,
     /// Where to start; `None` for the beginning of the first input.
     pub resume: Option<Position>,
+    pub counters: Arc<Counters>,
 }
 
-/// Runs the source until the final barrier, or until `cancel` is set.
+/// The source's side of the pipeline: its channels and its count of checkpoints.
+struct Emitter {
+    out: SyncSender<Msg>,
+    acks: Sender<Ack>,
+    checkpoint: u64,
+    rows_since_barrier: u64,
+    rows_read: u64,
+    done: Vec<InputDone>,
+}
+
+impl Emitter {
+    fn send(&self, msg: Msg) -> Result<()> {
+        self.out
+            .send(msg)
+            .map_err(|_| anyhow!("the pipeline stopped"))
+    }
+
+    /// Acknowledges checkpoint n with its position, then sends barrier n downstream.
+    fn barrier(&mut self, position: Position, last: bool) -> Result<()> {
+        failpoint::hit("source.barrier");
+        self.acks
+            .send(Ack::Source {
+                checkpoint: self.checkpoint,
+                position,
+                inputs_done: std::mem::take(&mut self.done),
+                rows_read: std::mem::take(&mut self.rows_read),
+                last,
+            })
+            .map_err(|_| anyhow!("the coordinator stopped"))?;
+        self.send(Msg::Barrier(Barrier {
+            checkpoint: self.checkpoint,
+            last,
+        }))?;
+        self.checkpoint += 1;
+        self.rows_since_barrier = 0;
+        Ok(())
+    }
+}
+
+/// Runs the source until the final barrier, until `cancel` is set, or until a signal
+/// asks to stop (then it emits one more barrier first, so everything read is committed).
 pub fn run(
     plan: SourcePlan,
     out: SyncSender<Msg>,
@@ -112,10 +156,15 @@ pub fn run(
     cancel: Arc<AtomicBool>,
 ) -> Result<()> {
     let ncols = plan.columns.len();
-    let mut checkpoint = plan.first_checkpoint;
-    let mut since_barrier = 0u64;
-    let mut rows_read = 0u64;
-    let mut done = Vec::new();
+    let counters = &plan.counters;
+    let mut emit = Emitter {
+        out,
+        acks,
+        checkpoint: plan.first_checkpoint,
+        rows_since_barrier: 0,
+        rows_read: 0,
+        done: Vec::new(),
+    };
     let mut batch = RecordBatch::new(ncols);
     let mut mapping = Vec::with_capacity(ncols);
     let start = plan.resume.clone().unwrap_or(Position {
@@ -124,30 +173,38 @@ pub fn run(
         lines: 0,
         prefix_hash: String::new(),
     });
-    let send = |msg: Msg| out.send(msg).map_err(|_| anyhow!("the pipeline stopped"));
-    let mut barrier =
-        |position: Position, done: &mut Vec<InputDone>, rows: &mut u64, last: bool| -> Result<()> {
-            failpoint::hit("source.barrier");
-            acks.send(Ack::Source {
-                checkpoint,
-                position,
-                inputs_done: std::mem::take(done),
-                rows_read: std::mem::take(rows),
-                last,
-            })
-            .map_err(|_| anyhow!("the coordinator stopped"))?;
-            send(Msg::Barrier(Barrier { checkpoint, last }))?;
-            checkpoint += 1;
-            Ok(())
-        };
+    let mut bytes_before: u64 = plan.inputs.iter().take(start.input).map(|i| i.size).sum();
 
     for (index, input) in plan.inputs.iter().enumerate().skip(start.input) {
+        if let Some(signal) = signals::requested() {
+            // Between two inputs: commit what was read, resume at this input's start.
+            if !batch.is_empty() {
+                emit.send(Msg::Batch(std::mem::replace(
+                    &mut batch,
+                    RecordBatch::new(ncols),
+                )))?;
+            }
+            let here = Position {
+                input: index,
+                offset: 0,
+                lines: 0,
+                prefix_hash: String::new(),
+            };
+            emit.barrier(here, false)?;
+            return Err(Stopped {
+                signal,
+                detail: String::new(),
+            }
+            .into());
+        }
         let mut reader = InputReader::open(Path::new(&input.path), plan.delimiter)?;
+        counters.set_file(&input.path);
         let Some(header) = read_header(&mut reader)? else {
-            done.push(InputDone {
+            emit.done.push(InputDone {
                 input: index,
                 hash: hash_hex(reader.hash()),
             });
+            bytes_before += input.size;
             continue;
         };
         map_columns(&plan.columns, &header, &mut mapping).with_context(|| {
@@ -161,6 +218,12 @@ pub fn run(
         if index == start.input && start.offset > 0 {
             reader.resume_at(start.offset, start.lines, parse_hash(&start.prefix_hash)?)?;
         }
+        let position = |reader: &InputReader| Position {
+            input: index,
+            offset: reader.offset(),
+            lines: reader.lines(),
+            prefix_hash: hash_hex(reader.hash()),
+        };
         while reader.read_record()? {
             if reader.len() != header.len() {
                 bail!(
@@ -180,26 +243,33 @@ pub fn run(
                     reader.record_line(),
                 );
             }
-            rows_read += 1;
-            since_barrier += 1;
-            if batch.len() >= BATCH_ROWS || since_barrier == plan.checkpoint_rows {
+            emit.rows_read += 1;
+            emit.rows_since_barrier += 1;
+            let at_barrier = emit.rows_since_barrier == plan.checkpoint_rows;
+            if batch.len() >= BATCH_ROWS || at_barrier {
                 if cancel.load(Ordering::Relaxed) {
                     bail!("the pipeline stopped");
                 }
-                send(Msg::Batch(std::mem::replace(
+                counters
+                    .rows
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                counters
+                    .bytes
+                    .store(bytes_before + reader.raw_bytes(), Ordering::Relaxed);
+                emit.send(Msg::Batch(std::mem::replace(
                     &mut batch,
                     RecordBatch::new(ncols),
                 )))?;
-            }
-            if since_barrier == plan.checkpoint_rows {
-                since_barrier = 0;
-                let position = Position {
-                    input: index,
-                    offset: reader.offset(),
-                    lines: reader.lines(),
-                    prefix_hash: hash_hex(reader.hash()),
-                };
-                barrier(position, &mut done, &mut rows_read, false)?;
+                if at_barrier {
+                    emit.barrier(position(&reader), false)?;
+                } else if let Some(signal) = signals::requested() {
+                    emit.barrier(position(&reader), false)?;
+                    return Err(Stopped {
+                        signal,
+                        detail: String::new(),
+                    }
+                    .into());
+                }
             }
         }
         if !input.path.ends_with(".gz") && reader.offset() != input.size {
@@ -210,13 +280,17 @@ pub fn run(
                 reader.offset()
             );
         }
-        done.push(InputDone {
+        emit.done.push(InputDone {
             input: index,
             hash: hash_hex(reader.hash()),
         });
+        bytes_before += input.size;
     }
+    counters
+        .rows
+        .fetch_add(batch.len() as u64, Ordering::Relaxed);
     if !batch.is_empty() {
-        send(Msg::Batch(batch))?;
+        emit.send(Msg::Batch(batch))?;
     }
     let end = Position {
         input: plan.inputs.len(),
@@ -224,7 +298,7 @@ pub fn run(
         lines: 0,
         prefix_hash: String::new(),
     };
-    barrier(end, &mut done, &mut rows_read, true)
+    emit.barrier(end, true)
 }
 
 /// For each table column, the index of the input field that holds it.

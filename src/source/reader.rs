@@ -14,6 +14,8 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use csv_core::{ReadRecordResult, ReaderBuilder};
@@ -26,6 +28,7 @@ const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 pub struct InputReader {
     name: String,
     inner: Box<dyn Read + Send>,
+    raw: Arc<AtomicU64>,
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -40,9 +43,28 @@ pub struct InputReader {
     record_line: u64,
 }
 
-/// Opens `path` as a decoded byte stream (gunzipping a `.gz` name).
-pub fn open_decoded(path: &Path) -> Result<Box<dyn Read + Send>> {
+/// Counts the bytes read from the file itself (compressed, for a `.gz`), for progress.
+struct Counted<R> {
+    inner: R,
+    count: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// Opens `path` as a decoded byte stream (gunzipping a `.gz` name); `raw` counts the
+/// bytes read from the file.
+fn open_counted(path: &Path, raw: Arc<AtomicU64>) -> Result<Box<dyn Read + Send>> {
     let file = File::open(path).with_context(|| format!("cannot open input {}", path.display()))?;
+    let file = Counted {
+        inner: file,
+        count: raw,
+    };
     if path.extension().is_some_and(|e| e == "gz") {
         Ok(Box::new(flate2::read::MultiGzDecoder::new(
             std::io::BufReader::with_capacity(CHUNK, file),
@@ -50,6 +72,11 @@ pub fn open_decoded(path: &Path) -> Result<Box<dyn Read + Send>> {
     } else {
         Ok(Box::new(file))
     }
+}
+
+/// Opens `path` as a decoded byte stream (gunzipping a `.gz` name).
+pub fn open_decoded(path: &Path) -> Result<Box<dyn Read + Send>> {
+    open_counted(path, Arc::default())
 }
 
 /// Hashes a whole input the way the reader does (decoded bytes), for the manifest.
@@ -81,9 +108,11 @@ fn read_some(inner: &mut dyn Read, buf: &mut [u8], path: &Path) -> Result<usize>
 impl InputReader {
     /// Opens an input for reading from its first byte.
     pub fn open(path: &Path, delimiter: u8) -> Result<InputReader> {
+        let raw = Arc::new(AtomicU64::new(0));
         let mut reader = InputReader {
             name: path.display().to_string(),
-            inner: open_decoded(path)?,
+            inner: open_counted(path, raw.clone())?,
+            raw,
             buf: vec![0; CHUNK],
             start: 0,
             end: 0,
@@ -201,6 +230,12 @@ impl InputReader {
     /// Bytes of the decoded stream consumed so far (always between two records).
     pub fn offset(&self) -> u64 {
         self.offset
+    }
+
+    /// Bytes read from the file itself so far (ahead of `offset` by the buffer; of the
+    /// compressed file for a `.gz`): for progress only.
+    pub fn raw_bytes(&self) -> u64 {
+        self.raw.load(Ordering::Relaxed)
     }
 
     /// Lines consumed so far.

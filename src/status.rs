@@ -1,0 +1,206 @@
+//! `ingest --status`: what each job of a table is doing, read without changing anything.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::config::Common;
+use crate::journal::{self, RunLog};
+use crate::manifest::Manifest;
+use crate::table::JobLayout;
+
+/// One job's state.
+#[derive(Debug, Serialize)]
+pub struct JobStatus {
+    pub job: String,
+    /// `running`, `interrupted`, `finished` or `never-run`.
+    pub state: &'static str,
+    /// Who holds the job's lock, if anyone.
+    pub locked_by: Option<String>,
+    pub run_id: Option<String>,
+    pub started_at: Option<String>,
+    pub checkpoints_completed: u64,
+    pub checkpoints_committed: u64,
+    pub rows_committed: u64,
+    pub run_inputs: u64,
+    pub run_inputs_done: u64,
+    pub inputs_loaded: u64,
+    /// What `--recover` would do, step by step; empty when there is nothing to recover.
+    pub recover_would: Vec<String>,
+}
+
+fn lock_holder(layout: &JobLayout) -> Option<String> {
+    let file = std::fs::File::open(layout.lock()).ok()?;
+    if file.try_lock_shared().is_ok() {
+        let _ = file.unlock();
+        return None;
+    }
+    let note = std::fs::read_to_string(layout.lock()).unwrap_or_default();
+    Some(if note.trim().is_empty() {
+        "another process".into()
+    } else {
+        note.trim().to_string()
+    })
+}
+
+fn job_status(layout: &JobLayout) -> Result<JobStatus> {
+    let manifest = Manifest::load(&layout.manifest())?;
+    let replay = journal::replay(&layout.journal())?;
+    let locked_by = lock_holder(layout);
+    let mut status = JobStatus {
+        job: layout.job.clone(),
+        state: "never-run",
+        locked_by,
+        run_id: None,
+        started_at: None,
+        checkpoints_completed: 0,
+        checkpoints_committed: 0,
+        rows_committed: 0,
+        run_inputs: 0,
+        run_inputs_done: 0,
+        inputs_loaded: manifest.len() as u64,
+        recover_would: Vec::new(),
+    };
+    let Some(log) = replay.log else {
+        return Ok(status);
+    };
+    status.state = match (log.finished, status.locked_by.is_some()) {
+        (true, _) => "finished",
+        (false, true) => "running",
+        (false, false) => "interrupted",
+    };
+    status.run_id = Some(log.started.run_id.clone());
+    status.started_at = Some(log.started.started_at.clone());
+    status.checkpoints_completed = log.checkpoints.len() as u64;
+    status.checkpoints_committed = log.committed.len() as u64;
+    status.rows_committed = log.checkpoints.iter().map(|c| c.rows_written).sum();
+    status.run_inputs = log.started.inputs.len() as u64;
+    status.run_inputs_done = log
+        .checkpoints
+        .iter()
+        .map(|c| c.inputs_done.len() as u64)
+        .sum();
+    if status.state == "interrupted" {
+        status.recover_would = recovery_plan(&log, replay.file_len - replay.valid_len);
+    }
+    Ok(status)
+}
+
+fn recovery_plan(log: &RunLog, torn: u64) -> Vec<String> {
+    let mut steps = Vec::new();
+    if torn > 0 {
+        steps.push(format!("ignore a torn journal record ({torn} bytes)"));
+    }
+    for c in log.uncommitted() {
+        steps.push(format!(
+            "publish checkpoint {} ({} file(s), {} row(s))",
+            c.checkpoint,
+            c.files.len(),
+            c.rows_written
+        ));
+    }
+    let last = log.last_checkpoint();
+    steps.push(format!(
+        "discard the staging of checkpoints after {}",
+        last.map_or_else(|| "the start".to_string(), |c| c.checkpoint.to_string())
+    ));
+    match last {
+        Some(c) if c.last => steps.push("finish the run (every input was read)".into()),
+        Some(c) => {
+            let input = log
+                .started
+                .inputs
+                .get(c.position.input)
+                .map_or("?", |i| i.path.as_str());
+            steps.push(format!(
+                "resume {input} at byte {} (line {}) and read {} more input(s) to the end",
+                c.position.offset,
+                c.position.lines,
+                log.started
+                    .inputs
+                    .len()
+                    .saturating_sub(c.position.input + 1)
+            ));
+        }
+        None => steps.push(format!(
+            "read all {} input(s) from the start",
+            log.started.inputs.len()
+        )),
+    }
+    steps
+}
+
+/// Lists the jobs of a table: the one named, or every job under `_ingest/`.
+fn jobs(table: &Path, job: Option<&str>) -> Result<Vec<String>> {
+    if let Some(job) = job {
+        return Ok(vec![job.to_string()]);
+    }
+    let dir = table.join("_ingest");
+    let mut names = Vec::new();
+    match std::fs::read_dir(&dir) {
+        Ok(entries) => {
+            for entry in entries {
+                let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+                if entry.path().is_dir() {
+                    names.push(entry.file_name().to_string_lossy().into_owned());
+                }
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Prints the status of the table's jobs on stdout.
+pub fn print(common: &Common, job: Option<&str>) -> Result<()> {
+    let statuses = jobs(&common.table, job)?
+        .iter()
+        .map(|job| job_status(&JobLayout::new(&common.table, job)))
+        .collect::<Result<Vec<_>>>()?;
+    let mut out = std::io::stdout().lock();
+    if common.json {
+        serde_json::to_writer(&mut out, &statuses)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if statuses.is_empty() {
+        writeln!(out, "no ingest job has run on {}", common.table.display())?;
+    }
+    for s in &statuses {
+        let lock = s
+            .locked_by
+            .as_deref()
+            .map_or("lock free".to_string(), |h| format!("locked by {h}"));
+        match (&s.run_id, &s.started_at) {
+            (Some(run), Some(at)) => writeln!(
+                out,
+                "job {}: {} run {run} (started {at}), {lock}",
+                s.job, s.state
+            )?,
+            _ => writeln!(out, "job {}: no run yet, {lock}", s.job)?,
+        }
+        writeln!(
+            out,
+            "  checkpoints: {} completed, {} committed; {} row(s) committed",
+            s.checkpoints_completed, s.checkpoints_committed, s.rows_committed
+        )?;
+        writeln!(
+            out,
+            "  inputs: {} of {} in this run read to the end; {} loaded by finished runs",
+            s.run_inputs_done, s.run_inputs, s.inputs_loaded
+        )?;
+        if s.recover_would.is_empty() {
+            writeln!(out, "  --recover would: nothing")?;
+        } else {
+            writeln!(out, "  --recover would:")?;
+            for step in &s.recover_would {
+                writeln!(out, "    - {step}")?;
+            }
+        }
+    }
+    Ok(())
+}
