@@ -16,7 +16,7 @@ pub const DEFAULT_CHECKPOINT_ROWS: u64 = 500_000;
 /// in a journal. After a crash, `ingest --target T --recover` finishes the run: nothing is
 /// lost and nothing is loaded twice.
 #[derive(Debug, Parser)]
-#[command(name = "ingest", version, about, long_about, max_term_width = 100)]
+#[command(name = "ingest", version, about, long_about, max_term_width = 100, after_long_help = crate::manpage::after_help())]
 pub struct Cli {
     /// The table directory (created if missing)
     #[arg(short = 't', long, value_name = "TABLE_DIR",

@@ -22,6 +22,28 @@ pub enum Exit {
     Terminated = 143,
 }
 
+/// Every exit code with its meaning, for `--help` and the man page.
+pub const TABLE: &[(u8, &str)] = &[
+    (0, "success, including nothing to do"),
+    (
+        1,
+        "the run failed; the message says what, where and what to do",
+    ),
+    (2, "usage error"),
+    (
+        75,
+        "another ingest of the same job holds the table's lock (EX_TEMPFAIL: cron may retry later)",
+    ),
+    (
+        130,
+        "stopped by SIGINT at a checkpoint boundary; the run is resumable with --recover",
+    ),
+    (
+        143,
+        "stopped by SIGTERM at a checkpoint boundary; the run is resumable with --recover",
+    ),
+];
+
 impl Exit {
     /// Picks the exit code for an error by looking for a typed cause in its chain.
     pub fn for_error(err: &anyhow::Error) -> Exit {
@@ -110,6 +132,20 @@ impl std::error::Error for Stopped {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_documented_table_lists_every_code() {
+        let codes: Vec<u8> = TABLE.iter().map(|(c, _)| *c).collect();
+        let all = [
+            Exit::Success,
+            Exit::Failure,
+            Exit::Usage,
+            Exit::Locked,
+            Exit::Interrupted,
+            Exit::Terminated,
+        ];
+        assert_eq!(codes, all.map(Exit::code));
+    }
 
     #[test]
     fn codes_match_the_contract() {

@@ -32,6 +32,7 @@ pub mod failpoint;
 pub mod fsutil;
 pub mod journal;
 pub mod manifest;
+pub mod manpage;
 pub mod pipeline;
 pub mod progress;
 pub mod recover;

@@ -33,8 +33,8 @@ pub struct JobStatus {
 
 fn lock_holder(layout: &JobLayout) -> Option<String> {
     let file = std::fs::File::open(layout.lock()).ok()?;
-    if file.try_lock_shared().is_ok() {
-        let _ = file.unlock();
+    if fs2::FileExt::try_lock_shared(&file).is_ok() {
+        let _ = fs2::FileExt::unlock(&file);
         return None;
     }
     let note = std::fs::read_to_string(layout.lock()).unwrap_or_default();

@@ -34,7 +34,7 @@ fn a_second_ingest_of_the_same_job_exits_75_naming_the_holder() {
     }
     // Another job of the same table is not blocked.
     assert_code(&w.run(&["-t", "t", "--job", "other", "a.csv"]), 0);
-    lock.unlock().unwrap();
+    fs2::FileExt::unlock(&lock).unwrap();
     assert_code(&w.run(&["-t", "t", "a.csv"]), 0);
 }
 

@@ -8,6 +8,7 @@ mod durability;
 mod errors;
 mod jobs;
 mod load;
+mod operator;
 mod partition;
 mod recover;
 mod spectrum;

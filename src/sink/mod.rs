@@ -259,28 +259,39 @@ impl Transaction {
     }
 }
 
-/// Runs the sink until the final barrier; aborts the open transaction on early end.
+/// Runs the sink until the final barrier. On an early end (upstream failed) or its own
+/// failure (say, ENOSPC) it aborts the open transaction, freeing its space at once.
 pub fn run(mut sink: CsvSink, input: Receiver<Msg>, acks: Sender<Ack>) -> Result<()> {
-    for msg in input {
-        match msg {
-            Msg::Batch(batch) => sink.write(&batch)?,
-            Msg::Barrier(barrier) => {
-                let (files, rows_written) = sink.pre_commit(barrier)?;
-                acks.send(Ack::Sink {
-                    checkpoint: barrier.checkpoint,
-                    files,
-                    rows_written,
-                })
-                .map_err(|_| anyhow!("the coordinator stopped"))?;
-                if barrier.last {
-                    return Ok(());
+    let outcome = (|| {
+        for msg in input {
+            match msg {
+                Msg::Batch(batch) => sink.write(&batch)?,
+                Msg::Barrier(barrier) => {
+                    let (files, rows_written) = sink.pre_commit(barrier)?;
+                    acks.send(Ack::Sink {
+                        checkpoint: barrier.checkpoint,
+                        files,
+                        rows_written,
+                    })
+                    .map_err(|_| anyhow!("the coordinator stopped"))?;
+                    if barrier.last {
+                        return Ok(true);
+                    }
                 }
             }
         }
+        Ok(false)
+    })();
+    match outcome {
+        Ok(true) => Ok(()),
+        // The input ended without a final barrier: upstream failed and reports why.
+        Ok(false) => sink.abort(),
+        Err(e) => {
+            // Best effort: recovery removes whatever this leaves.
+            let _ = sink.abort();
+            Err(e)
+        }
     }
-    // The input ended without a final barrier: upstream failed. Its error is reported
-    // by the pipeline; here the open transaction is aborted.
-    sink.abort()
 }
 
 /// commit: publishes a completed checkpoint's staged files into the table.
