@@ -74,7 +74,7 @@ impl Progress {
                 let file = path.rsplit('/').next().unwrap_or_default();
                 drawn.set_position(shared.bytes.load(Ordering::Relaxed));
                 drawn.set_message(format!(
-                    "{} rows ({}/s) · checkpoint {} · {file}",
+                    "{} rows ({}/s), checkpoint {}, {file}",
                     HumanCount(rows),
                     HumanCount(rate as u64),
                     shared.checkpoints.load(Ordering::Relaxed)
