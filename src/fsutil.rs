@@ -60,6 +60,26 @@ pub fn create_dir_all_durable(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Fsyncs every directory from `dir`'s parent up to `root` (inclusive).
+///
+/// Survives: a directory created by an earlier process that crashed before fsyncing its
+/// parent. `create_dir_all_durable` skips directories that already exist, so without
+/// this a file published into such a directory could lose its whole path in a power cut.
+pub fn sync_ancestors(dir: &Path, root: &Path) -> Result<()> {
+    let mut current = dir.parent();
+    while let Some(ancestor) = current {
+        if ancestor.as_os_str().is_empty() || !ancestor.starts_with(root) {
+            break;
+        }
+        sync_dir(ancestor)?;
+        if ancestor == root {
+            break;
+        }
+        current = ancestor.parent();
+    }
+    Ok(())
+}
+
 /// Creates a new file for staged output; fails if the name is taken.
 pub fn create_new(path: &Path) -> Result<File> {
     OpenOptions::new()

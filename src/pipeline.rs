@@ -71,6 +71,7 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
     let store = SnapshotStore::new(&spec.layout.dir, &run.run_id);
     if !stages.is_empty() {
         fsutil::create_dir_all_durable(&store.dir())?;
+        fsutil::sync_ancestors(&store.dir(), &spec.layout.dir)?;
     }
     let first_checkpoint = spec.resume.map_or(1, |c| c.checkpoint + 1);
     let sink = CsvSink::new(

@@ -26,6 +26,7 @@ use crate::table::JobLayout;
 /// with `LockHeld` (exit 75).
 pub fn lock_job(layout: &JobLayout, wait: Option<Duration>) -> Result<File> {
     fsutil::create_dir_all_durable(&layout.dir)?;
+    fsutil::sync_ancestors(&layout.dir, &layout.table)?;
     let now = humantime::format_rfc3339_seconds(SystemTime::now());
     let note = format!("pid {} since {now}", std::process::id());
     let deadline = Instant::now() + wait.unwrap_or_default();

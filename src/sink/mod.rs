@@ -76,6 +76,7 @@ pub struct CsvSink {
     txn: Transaction,
     key: Vec<u8>,
     dir_name: String,
+    ancestors_synced: bool,
 }
 
 impl CsvSink {
@@ -121,6 +122,7 @@ impl CsvSink {
             txn: Transaction::new(layout, run_id, first_checkpoint),
             key: Vec::new(),
             dir_name: String::new(),
+            ancestors_synced: false,
         })
     }
 
@@ -165,6 +167,11 @@ impl CsvSink {
             // beginTransaction: the staging area, durable in its parent before any file in
             // it can be named by the journal.
             fsutil::create_dir_all_durable(&txn.dir)?;
+            if !self.ancestors_synced {
+                // Once per process: `pending/RUN` may predate a crash that skipped its fsync.
+                fsutil::sync_ancestors(&txn.dir, &self.layout.dir)?;
+                self.ancestors_synced = true;
+            }
         }
         let seq = txn.parts.len();
         let file_name = format!(
@@ -334,9 +341,18 @@ pub fn publish(layout: &JobLayout, checkpoint: &Checkpoint) -> Result<()> {
         if i + 1 == mid && checkpoint.files.len() > 1 {
             failpoint::hit("commit.mid");
         }
-        dirs.insert(dir);
+        // The partition directory and its parents up to the table: a directory made by
+        // an earlier, crashed attempt may never have been fsynced into its parent.
+        let mut ancestor = Some(dir.as_path());
+        while let Some(d) = ancestor.filter(|d| d.starts_with(&layout.table)) {
+            if !dirs.insert(d.to_path_buf()) {
+                break;
+            }
+            ancestor = d.parent();
+        }
     }
-    for dir in &dirs {
+    // Deepest first, so every entry is durable before the directory that names it.
+    for dir in dirs.iter().rev() {
         // Survives: a power cut after `Committed(n)` that would otherwise undo the renames.
         fsutil::sync_dir(dir)?;
     }
