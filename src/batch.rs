@@ -53,6 +53,17 @@ impl RecordBatch {
         self.inputs.push(input);
     }
 
+    /// Appends one record given as its fields' bytes back to back and their end offsets
+    /// (relative to `bytes`): one copy per record instead of one per field.
+    pub fn push_fields(&mut self, bytes: &[u8], ends: &[usize], input: u32, line: u64) {
+        let base = self.data.len();
+        self.data.extend_from_slice(bytes);
+        self.ends.extend(ends.iter().map(|end| base + end));
+        debug_assert_eq!(self.ends.len(), (self.lines.len() + 1) * self.ncols);
+        self.lines.push(line);
+        self.inputs.push(input);
+    }
+
     /// Field `col` of record `row`.
     pub fn field(&self, row: usize, col: usize) -> &[u8] {
         let i = row * self.ncols + col;

@@ -98,21 +98,22 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
         let (tx, mut rx) = sync_channel(CHANNEL_DEPTH);
         let mut handles = Vec::new();
         let (acks, flag) = (ack_tx.clone(), cancel.clone());
-        handles.push((
-            "source",
-            scope.spawn(move || source::run(plan, tx, acks, flag)),
-        ));
+        let named = |name: &str| thread::Builder::new().name(format!("ingest-{name}"));
+        let source = named("source").spawn_scoped(scope, move || source::run(plan, tx, acks, flag));
+        handles.push(("source", source));
         for stage in stages {
             let (tx, next_rx) = sync_channel(CHANNEL_DEPTH);
             let (acks, store) = (ack_tx.clone(), store.clone());
             let input = std::mem::replace(&mut rx, next_rx);
-            handles.push((
-                "stage",
-                scope.spawn(move || stage::run(stage, input, tx, acks, store)),
-            ));
+            let handle = named(stage.name())
+                .spawn_scoped(scope, move || stage::run(stage, input, tx, acks, store));
+            handles.push(("stage", handle));
         }
         let acks = ack_tx.clone();
-        handles.push(("sink", scope.spawn(move || sink::run(sink, rx, acks))));
+        handles.push((
+            "sink",
+            named("sink").spawn_scoped(scope, move || sink::run(sink, rx, acks)),
+        ));
         drop(ack_tx);
 
         let mut coordinator = Coordinator::new(
@@ -135,6 +136,13 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
 
         let mut errors = Vec::new();
         for (name, handle) in handles {
+            let handle = match handle {
+                Ok(handle) => handle,
+                Err(e) => {
+                    errors.push(anyhow!("cannot start the {name} thread: {e}"));
+                    continue;
+                }
+            };
             match handle.join() {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => errors.push(e),

@@ -19,6 +19,8 @@ pub mod partition;
 pub mod pending;
 
 use std::collections::{BTreeSet, HashMap};
+
+use foldhash::fast::RandomState;
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender};
@@ -62,7 +64,8 @@ struct Transaction {
     dir: PathBuf,
     parts: Vec<PartFile>,
     /// Partition key (length-prefixed raw values) → index in `parts`.
-    by_key: HashMap<Vec<u8>, usize>,
+    /// foldhash: fast on short keys, and seeded per process against crafted collisions.
+    by_key: HashMap<Vec<u8>, usize, RandomState>,
     rows: u64,
 }
 
@@ -260,7 +263,7 @@ impl Transaction {
             checkpoint,
             dir: layout.pending_txn(run_id, checkpoint),
             parts: Vec::new(),
-            by_key: HashMap::new(),
+            by_key: HashMap::default(),
             rows: 0,
         }
     }

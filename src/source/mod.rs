@@ -79,10 +79,18 @@ fn read_header(reader: &mut InputReader) -> Result<Option<Vec<String>>> {
     if !reader.read_record()? {
         return Ok(None);
     }
-    let header: Vec<String> = reader
-        .fields()
-        .map(|f| String::from_utf8_lossy(f).into_owned())
-        .collect();
+    let mut header = Vec::with_capacity(reader.len());
+    for (i, field) in reader.fields().enumerate() {
+        match std::str::from_utf8(field) {
+            Ok(name) => header.push(name.to_string()),
+            Err(_) => bail!(
+                "{}:{}: header field {} is not valid UTF-8 (inputs must be UTF-8)",
+                reader.name(),
+                reader.record_line(),
+                i + 1
+            ),
+        }
+    }
     for (i, name) in header.iter().enumerate() {
         if header[..i].contains(name) {
             bail!(
@@ -119,6 +127,18 @@ struct Emitter {
 }
 
 impl Emitter {
+    /// Counts a batch and sends it on (if it holds anything).
+    fn flush(&mut self, batch: &mut RecordBatch, plan: &SourcePlan) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        plan.counters
+            .rows
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let full = std::mem::replace(batch, RecordBatch::new(plan.columns.len()));
+        self.send(Msg::Batch(full))
+    }
+
     fn send(&self, msg: Msg) -> Result<()> {
         self.out
             .send(msg)
@@ -178,12 +198,7 @@ pub fn run(
     for (index, input) in plan.inputs.iter().enumerate().skip(start.input) {
         if let Some(signal) = signals::requested() {
             // Between two inputs: commit what was read, resume at this input's start.
-            if !batch.is_empty() {
-                emit.send(Msg::Batch(std::mem::replace(
-                    &mut batch,
-                    RecordBatch::new(ncols),
-                )))?;
-            }
+            emit.flush(&mut batch, &plan)?;
             let here = Position {
                 input: index,
                 offset: 0,
@@ -235,7 +250,8 @@ pub fn run(
                 );
             }
             if identity {
-                batch.push(reader.fields(), index as u32, reader.record_line());
+                let (bytes, ends) = reader.raw_fields();
+                batch.push_fields(bytes, ends, index as u32, reader.record_line());
             } else {
                 batch.push(
                     mapping.iter().map(|&m| reader.field(m)),
@@ -251,15 +267,9 @@ pub fn run(
                     bail!("the pipeline stopped");
                 }
                 counters
-                    .rows
-                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
-                counters
                     .bytes
                     .store(bytes_before + reader.raw_bytes(), Ordering::Relaxed);
-                emit.send(Msg::Batch(std::mem::replace(
-                    &mut batch,
-                    RecordBatch::new(ncols),
-                )))?;
+                emit.flush(&mut batch, &plan)?;
                 if at_barrier {
                     emit.barrier(position(&reader), false)?;
                 } else if let Some(signal) = signals::requested() {
@@ -286,12 +296,7 @@ pub fn run(
         });
         bytes_before += input.size;
     }
-    counters
-        .rows
-        .fetch_add(batch.len() as u64, Ordering::Relaxed);
-    if !batch.is_empty() {
-        emit.send(Msg::Batch(batch))?;
-    }
+    emit.flush(&mut batch, &plan)?;
     let end = Position {
         input: plan.inputs.len(),
         offset: 0,

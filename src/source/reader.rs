@@ -33,6 +33,7 @@ pub struct InputReader {
     start: usize,
     end: usize,
     eof: bool,
+    utf8: Utf8Check,
     offset: u64,
     hasher: Xxh3,
     core: csv_core::Reader,
@@ -77,6 +78,64 @@ fn open_counted(path: &Path, raw: Arc<AtomicU64>) -> Result<Box<dyn Read + Send>
 /// Opens `path` as a decoded byte stream (gunzipping a `.gz` name).
 pub fn open_decoded(path: &Path) -> Result<Box<dyn Read + Send>> {
     open_counted(path, Arc::default())
+}
+
+/// Validates the raw input as UTF-8 chunk by chunk (SIMD), carrying a character cut by a
+/// chunk boundary over to the next chunk; remembers where the first bad byte is, so the
+/// record that holds it can be named when the parser reaches it.
+#[derive(Default)]
+struct Utf8Check {
+    carry: Vec<u8>,
+    bad_at: Option<u64>,
+}
+
+impl Utf8Check {
+    /// Checks `chunk`, which starts at stream position `at`; an empty chunk is the end.
+    fn check(&mut self, chunk: &[u8], at: u64) {
+        if self.bad_at.is_some() {
+            return;
+        }
+        let carried = self.carry.len() as u64;
+        if chunk.is_empty() {
+            if carried > 0 {
+                self.bad_at = Some(at - carried);
+            }
+            return;
+        }
+        let (mut rest, mut pos) = (chunk, at);
+        if carried > 0 {
+            // The lead byte says how long the cut character is.
+            let need = match self.carry[0] {
+                0xC2..=0xDF => 2,
+                0xE0..=0xEF => 3,
+                _ => 4,
+            };
+            let take = (need - self.carry.len()).min(rest.len());
+            self.carry.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            pos += take as u64;
+            if self.carry.len() < need {
+                return; // a tiny chunk: still cut
+            }
+            if std::str::from_utf8(&self.carry).is_err() {
+                self.bad_at = Some(at - carried);
+                return;
+            }
+            self.carry.clear();
+        }
+        if let Err(e) = simdutf8::compat::from_utf8(rest) {
+            match e.error_len() {
+                // A valid start of a character, cut by the chunk's end.
+                None => self.carry = rest[e.valid_up_to()..].to_vec(),
+                Some(_) => self.bad_at = Some(pos + e.valid_up_to() as u64),
+            }
+        }
+    }
+
+    /// True when a bad byte lies before stream position `offset`.
+    fn bad_before(&self, offset: u64) -> bool {
+        self.bad_at.is_some_and(|bad| bad < offset)
+    }
 }
 
 /// Hashes a whole input the way the reader does (decoded bytes), for the manifest.
@@ -125,6 +184,7 @@ impl InputReader {
             ends: vec![0; 64],
             nfields: 0,
             record_line: 0,
+            utf8: Utf8Check::default(),
         };
         reader.fill()?;
         if reader.buf[reader.start..reader.end].starts_with(UTF8_BOM) {
@@ -139,8 +199,28 @@ impl InputReader {
             self.start = 0;
             self.end = n;
             self.eof = n == 0;
+            // The buffer was empty, so `offset` is the stream position of its first byte.
+            self.utf8.check(&self.buf[..n], self.offset);
         }
         Ok(())
+    }
+
+    /// The error for the current record if it holds a byte that is not UTF-8.
+    fn check_utf8(&self) -> Result<()> {
+        if !self.utf8.bad_before(self.offset) {
+            return Ok(());
+        }
+        let field = (0..self.nfields)
+            .find(|&i| std::str::from_utf8(self.field(i)).is_err())
+            .map_or_else(
+                || "a quote or delimiter".to_string(),
+                |i| format!("field {}", i + 1),
+            );
+        bail!(
+            "{}:{}: {field} is not valid UTF-8 (inputs must be UTF-8)",
+            self.name,
+            self.record_line
+        )
     }
 
     /// Marks `n` buffered bytes as consumed: they count in the offset and the hash.
@@ -178,19 +258,7 @@ impl InputReader {
                 }
                 ReadRecordResult::Record => {
                     self.nfields = endlen;
-                    if let Err(e) = std::str::from_utf8(&self.fields[..outlen]) {
-                        let bad = e.valid_up_to();
-                        let col = self.ends[..endlen]
-                            .iter()
-                            .take_while(|&&end| end <= bad)
-                            .count();
-                        bail!(
-                            "{}:{}: field {} is not valid UTF-8 (inputs must be UTF-8)",
-                            self.name,
-                            self.record_line,
-                            col + 1
-                        );
-                    }
+                    self.check_utf8()?;
                     return Ok(true);
                 }
                 ReadRecordResult::End => {
@@ -215,6 +283,12 @@ impl InputReader {
     pub fn field(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.fields[start..self.ends[i]]
+    }
+
+    /// The current record's fields back to back, and their end offsets.
+    pub fn raw_fields(&self) -> (&[u8], &[usize]) {
+        let ends = &self.ends[..self.nfields];
+        (&self.fields[..ends.last().copied().unwrap_or(0)], ends)
     }
 
     /// All fields of the current record.
@@ -310,6 +384,50 @@ mod tests {
         path
     }
 
+    fn first_bad_byte(text: &[u8], split: usize) -> Option<u64> {
+        let mut check = Utf8Check::default();
+        check.check(&text[..split], 0);
+        check.check(&text[split..], split as u64);
+        check.check(&[], text.len() as u64);
+        check.bad_at
+    }
+
+    #[test]
+    fn utf8_is_checked_across_every_chunk_boundary() {
+        let good = "a,é,€,𝄞,北京\n".as_bytes();
+        for split in 0..=good.len() {
+            assert_eq!(first_bad_byte(good, split), None, "split at {split}");
+        }
+        for (bad, at) in [
+            (&b"ab\xB0cd"[..], 2),
+            (b"a\xE2\x82", 1),
+            (b"\xF0\x9D\x84x", 0),
+            (b"ok\xC3", 2),
+        ] {
+            for split in 0..=bad.len() {
+                assert_eq!(
+                    first_bad_byte(bad, split),
+                    Some(at),
+                    "{bad:?} split at {split}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_names_line_and_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "bad.csv", b"a,b\n1,2\n3,\xB0C\n");
+        let mut r = InputReader::open(&path, b',').unwrap();
+        r.read_record().unwrap();
+        r.read_record().unwrap();
+        let err = r.read_record().unwrap_err().to_string();
+        assert!(
+            err.ends_with("bad.csv:3: field 2 is not valid UTF-8 (inputs must be UTF-8)"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn resuming_at_every_record_boundary_yields_the_rest_exactly() {
         let dir = tempfile::tempdir().unwrap();
@@ -382,20 +500,6 @@ mod tests {
             .to_string();
         assert!(
             err.contains("changed since the interrupted run began"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn invalid_utf8_names_line_and_field() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = write(dir.path(), "bad.csv", b"a,b\n1,2\n3,\xB0C\n");
-        let mut r = InputReader::open(&path, b',').unwrap();
-        r.read_record().unwrap();
-        r.read_record().unwrap();
-        let err = r.read_record().unwrap_err().to_string();
-        assert!(
-            err.ends_with("bad.csv:3: field 2 is not valid UTF-8 (inputs must be UTF-8)"),
             "{err}"
         );
     }

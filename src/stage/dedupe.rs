@@ -6,6 +6,8 @@
 
 use std::collections::HashSet;
 
+use foldhash::fast::RandomState;
+
 use anyhow::{bail, Result};
 
 use super::Stage;
@@ -14,7 +16,8 @@ use crate::batch::RecordBatch;
 /// The dedupe stage.
 pub struct Dedupe {
     key_cols: Vec<usize>,
-    seen: HashSet<Box<[u8]>>,
+    /// foldhash: fast, and seeded per process against crafted collisions.
+    seen: HashSet<Box<[u8]>, RandomState>,
     /// Keys added since the last snapshot, each as u32 LE length + key bytes.
     delta: Vec<u8>,
     key: Vec<u8>,
@@ -36,7 +39,7 @@ impl Dedupe {
         }
         Ok(Dedupe {
             key_cols: idx,
-            seen: HashSet::new(),
+            seen: HashSet::default(),
             delta: Vec::new(),
             key: Vec::new(),
             keep: Vec::new(),

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Benchmark: `ingest` against its peers on the same data, in the same run.
+
+    python3 bench/bench.py [--sizes 100,1000] [--reps 3] [--work /tmp/ingest-bench]
+
+For each size (MB) it generates a deterministic orders data set (bench/gen_orders.py, 4
+files, ~40 countries, ~30 days, quoted fields with commas, quotes and newlines), then runs
+every tool `--reps` times, rotating the order each round so that each peer runs next to
+`ingest` (A B A B …). Before every run the previous output is deleted and `sync`ed,
+untimed: writing into freshly freed pages costs far less than into new ones, and the page
+cache must not favour whoever runs second. Inputs stay in the page cache (warm).
+
+It prints per tool: median wall time, input MB/s, peak RSS (/usr/bin/time), and the median
+over rounds of (tool's time / ingest's time in the same round): above 1 means `ingest` was
+faster. Tools:
+
+  ingest          --partition-by country, default checkpoint interval (exactly-once on)
+  ingest-1ckpt    the same with a single checkpoint for the whole load
+  baseline        bench/baseline.rs: 2 threads, ByteRecord reused, fsync + rename at the
+                  end, no journal/checkpoints/recovery ("no guarantees")
+  duckdb-csv      DuckDB COPY … TO … (FORMAT csv, PARTITION_BY (country)), 2 threads
+  xsv             xsv cat rows … | xsv partition country (xsv reads one stream)
+  cat, cp         the I/O floor: read the inputs; copy them
+
+It also measures recovery: a load killed (SIGKILL) at 90% of its duration, then the time
+`--recover` takes, against the time of one checkpoint interval.
+"""
+import argparse, glob, json, os, shutil, signal, statistics, subprocess, sys, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INGEST = os.path.join(ROOT, "target/release/ingest")
+BASELINE = os.path.join(ROOT, "target/release/examples/baseline-partitioner")
+TOOLS_ROOT = os.path.join(ROOT, "target/bench-tools")
+XSV = os.path.join(TOOLS_ROOT, "bin/xsv")
+VENV = os.path.join(ROOT, "target/ci-venv")
+PY = os.path.join(VENV, "bin/python")
+
+
+def sh(cmd, **kw):
+    subprocess.run(cmd, check=True, **kw)
+
+
+def setup():
+    sh(["cargo", "build", "--release", "--quiet", "--bin", "ingest", "--example", "baseline-partitioner"], cwd=ROOT)
+    if not os.path.exists(XSV):
+        print("installing xsv (cargo install xsv --locked, about a minute)", file=sys.stderr)
+        sh(["cargo", "install", "xsv", "--locked", "--quiet", "--root", TOOLS_ROOT])
+    if not os.path.exists(PY):
+        sh([sys.executable, "-m", "venv", VENV])
+    if subprocess.run([PY, "-c", "import duckdb"], capture_output=True).returncode != 0:
+        sh([os.path.join(VENV, "bin/pip"), "install", "--quiet", "duckdb>=1.1"])
+
+
+def dataset(work, mb):
+    data = os.path.join(work, f"data-{mb}MB")
+    marker = os.path.join(data, ".complete")
+    if not os.path.exists(marker):
+        shutil.rmtree(data, ignore_errors=True)
+        print(f"generating {mb} MB of orders in {data}", file=sys.stderr)
+        sh([sys.executable, os.path.join(ROOT, "bench/gen_orders.py"), data, "--mb", str(mb), "--files", "4"])
+        open(marker, "w").close()
+    files = sorted(glob.glob(os.path.join(data, "*.csv")))
+    return data, files, sum(os.path.getsize(f) for f in files)
+
+
+def tools(data, files, out):
+    duck = ("import duckdb,sys,time; c=duckdb.connect(); c.execute('SET threads=2'); t=time.time(); "
+            "c.execute(f\"COPY (SELECT * FROM read_csv('{sys.argv[1]}/*.csv', all_varchar=true)) TO "
+            "'{sys.argv[2]}' (FORMAT {sys.argv[3]}, PARTITION_BY (country))\")")
+    quoted = " ".join(f"'{f}'" for f in files)
+    return {
+        "ingest": [INGEST, "-q", "-t", out, "-p", "country", data],
+        "ingest-1ckpt": [INGEST, "-q", "-t", out, "-p", "country", "--checkpoint-rows", "1000000000000", data],
+        "baseline": [BASELINE, out, "country", *files],
+        "duckdb-csv": [PY, "-c", duck, data, out, "csv"],
+        "xsv": ["sh", "-c", f"mkdir -p '{out}' && '{XSV}' cat rows {quoted} | '{XSV}' partition country '{out}' -"],
+        "cat": ["sh", "-c", f"cat {quoted} > /dev/null"],
+        "cp": ["cp", "-r", data, out],
+    }
+
+
+def timed(cmd, out):
+    shutil.rmtree(out, ignore_errors=True)
+    sh(["sync"])
+    stats = out + ".time"
+    start = time.perf_counter()
+    subprocess.run(["/usr/bin/time", "-f", "%M", "-o", stats, *cmd], check=True,
+                   stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    rss_kb = int(open(stats).read().split()[-1])
+    os.remove(stats)
+    return wall, rss_kb
+
+
+def bench_size(work, mb, reps):
+    data, files, nbytes = dataset(work, mb)
+    out = os.path.join(work, "out")
+    cmds = tools(data, files, out)
+    names = list(cmds)
+    peers = [n for n in names if n != "ingest"]
+    walls = {n: [] for n in names}
+    rss = {n: [] for n in names}
+    ratios = {n: [] for n in names}
+    for r in range(reps):
+        # Each round: ingest, peer, ingest, peer, … with the peers rotated.
+        order = peers[r % len(peers):] + peers[:r % len(peers)]
+        for peer in order:
+            for name in ("ingest", peer):
+                wall, kb = timed(cmds[name], out)
+                walls[name].append(wall)
+                rss[name].append(kb)
+            ratios[peer].append(walls[peer][-1] / walls["ingest"][-1])
+    shutil.rmtree(out, ignore_errors=True)
+    rows = []
+    for n in names:
+        med = statistics.median(walls[n])
+        rows.append({
+            "tool": n, "median_s": med, "mb_per_s": nbytes / 1e6 / med,
+            "peak_rss_mb": max(rss[n]) / 1024,
+            "ratio": statistics.median(ratios[n]) if ratios[n] else 1.0,
+        })
+    return nbytes, rows
+
+
+def recovery(work, mb):
+    data, files, nbytes = dataset(work, mb)
+    out = os.path.join(work, "out-recovery")
+    shutil.rmtree(out, ignore_errors=True)
+    start = time.perf_counter()
+    sh([INGEST, "-q", "-t", out, "-p", "country", "--json", data], stdout=subprocess.DEVNULL)
+    full = time.perf_counter() - start
+    rows = int(json.loads(subprocess.run([INGEST, "-t", out, "--status", "--json"], capture_output=True,
+                                         check=True).stdout)[0]["rows_committed"])
+    shutil.rmtree(out, ignore_errors=True)
+    sh(["sync"])
+    child = subprocess.Popen([INGEST, "-q", "-t", out, "-p", "country", data])
+    time.sleep(0.9 * full)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    status = json.loads(subprocess.run([INGEST, "-t", out, "--status", "--json"], capture_output=True,
+                                       check=True).stdout)
+    committed = status[0]["rows_committed"] if status else 0
+    start = time.perf_counter()
+    sh([INGEST, "-q", "-t", out, "--recover"])
+    rec = time.perf_counter() - start
+    shutil.rmtree(out, ignore_errors=True)
+    interval_rows = 500_000
+    return {"full_s": full, "rows": rows, "committed_at_kill": committed, "recover_s": rec,
+            "interval_s": full * min(1.0, interval_rows / max(rows, 1))}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="100,1000")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--work", default="/tmp/ingest-bench")
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    setup()
+    print(f"# ingest benchmark, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, warm page cache, "
+          f"median of {args.reps} rounds")
+    for mb in [int(s) for s in args.sizes.split(",")]:
+        nbytes, rows = bench_size(args.work, mb, args.reps)
+        print(f"\n## {nbytes / 1e6:.0f} MB of CSV, 4 files, partitioned by country\n")
+        print("| tool | median wall s | input MB/s | peak RSS MiB | time ÷ ingest's (same round) |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        for r in rows:
+            print(f"| {r['tool']} | {r['median_s']:.2f} | {r['mb_per_s']:.0f} | {r['peak_rss_mb']:.1f} | "
+                  f"{r['ratio']:.2f} |")
+        sys.stdout.flush()
+    mb = int(args.sizes.split(",")[-1])
+    rec = recovery(args.work, mb)
+    print(f"\n## Recovery after SIGKILL at 90% ({mb} MB)\n")
+    print(f"full load {rec['full_s']:.2f} s; {rec['committed_at_kill']} of {rec['rows']} rows committed at the kill; "
+          f"--recover took {rec['recover_s']:.2f} s; one checkpoint interval (500,000 rows) takes about "
+          f"{rec['interval_s']:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
