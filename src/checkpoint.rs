@@ -4,8 +4,9 @@
 //!
 //! # The commit protocol, failure case by failure case
 //! 1. Source emits barrier n with its position; each stage snapshots its state (fsynced)
-//!    and acks; the sink preCommits (every staged file and the staging directory fsynced)
-//!    and acks with the list of staged files.
+//!    and acks; the sink preCommits: it flushes its staged files and acks with them, and
+//!    the coordinator fsyncs them and the staging directory (off the sink's thread, so
+//!    the next checkpoint's writing overlaps the fsyncs).
 //!    *Crash here*: nothing in the journal names checkpoint n. Recovery discards its
 //!    staging area and snapshots, and resumes from checkpoint n-1's position.
 //! 2. All acks in: append `CheckpointComplete(n)` (position, snapshot refs, staged → final
@@ -27,7 +28,7 @@ use anyhow::{bail, Result};
 use crate::failpoint;
 use crate::journal::{Checkpoint, Journal, Record};
 use crate::progress::Counters;
-use crate::sink::{self, StagedFile};
+use crate::sink::{self, PreCommitted};
 use crate::source::{InputDone, Position};
 use crate::stage::SnapshotRef;
 use crate::table::JobLayout;
@@ -49,10 +50,10 @@ pub enum Ack {
         snapshot: Option<SnapshotRef>,
     },
     /// The sink preCommitted n: these files are durable in its staging area.
+    /// The sink flushed n's files; the coordinator makes them durable before journaling.
     Sink {
         checkpoint: u64,
-        files: Vec<StagedFile>,
-        rows_written: u64,
+        flushed: PreCommitted,
     },
 }
 
@@ -61,7 +62,7 @@ struct Partial {
     acks: usize,
     source: Option<(Position, Vec<InputDone>, u64, bool)>,
     snapshots: Vec<SnapshotRef>,
-    sink: Option<(Vec<StagedFile>, u64)>,
+    sink: Option<PreCommitted>,
 }
 
 /// Turns acknowledgements into durable, committed checkpoints.
@@ -125,11 +126,7 @@ impl<'a> Coordinator<'a> {
                 ..
             } => partial.source = Some((position, inputs_done, rows_read, last)),
             Ack::Stage { snapshot, .. } => partial.snapshots.extend(snapshot),
-            Ack::Sink {
-                files,
-                rows_written,
-                ..
-            } => partial.sink = Some((files, rows_written)),
+            Ack::Sink { flushed, .. } => partial.sink = Some(flushed),
         }
         if partial.acks < self.participants {
             return Ok(());
@@ -140,11 +137,13 @@ impl<'a> Coordinator<'a> {
         if let Some(earlier) = self.partial.keys().next().filter(|&&k| k < n) {
             bail!("checkpoint {n} completed before checkpoint {earlier}: barriers overtook each other");
         }
-        let (Some((position, inputs_done, rows_read, last)), Some((files, rows_written))) =
+        let (Some((position, inputs_done, rows_read, last)), Some(flushed)) =
             (partial.source, partial.sink)
         else {
             bail!("checkpoint {n} was acknowledged without its source or sink");
         };
+        let rows_written = flushed.rows;
+        let files = flushed.make_durable()?;
         let checkpoint = Checkpoint {
             checkpoint: n,
             position,

@@ -210,8 +210,11 @@ impl CsvSink {
         Ok(seq)
     }
 
-    /// preCommit: makes every staged file of the transaction durable, then starts the next.
-    pub fn pre_commit(&mut self, barrier: Barrier) -> Result<(Vec<StagedFile>, u64)> {
+    /// preCommit, first half: flushes every staged file of the transaction, hands them
+    /// over, and starts the next transaction at once. The coordinator runs the second
+    /// half ([`PreCommitted::make_durable`]) while this thread writes the next checkpoint,
+    /// so the fsyncs overlap with parsing instead of stalling it.
+    pub fn pre_commit(&mut self, barrier: Barrier) -> Result<PreCommitted> {
         failpoint::hit("sink.precommit.before");
         let next = Transaction::new(&self.layout, &self.run_id, barrier.checkpoint + 1);
         let txn = std::mem::replace(&mut self.txn, next);
@@ -223,30 +226,25 @@ impl CsvSink {
             );
         }
         let mut files = Vec::with_capacity(txn.parts.len());
-        for mut part in txn.parts {
-            part.writer
-                .flush()
+        for part in txn.parts {
+            let file = part
+                .writer
+                .into_inner()
+                .map_err(|e| anyhow::Error::new(e.into_error()))
                 .with_context(|| format!("cannot write staged file {}", part.staged.display()))?;
-            let file = part.writer.get_ref();
-            // Survives: a power cut after CheckpointComplete names this file.
-            fsutil::sync_file(file, &part.staged)?;
-            let size = file
-                .metadata()
-                .with_context(|| format!("cannot stat {}", part.staged.display()))?
-                .len();
-            files.push(StagedFile {
+            let staged = StagedFile {
                 staged: part.staged_rel,
                 dest: part.dest,
-                size,
+                size: 0,
                 rows: part.rows,
-            });
+            };
+            files.push((file, part.staged, staged));
         }
-        if !files.is_empty() {
-            // Survives: a power cut that keeps the files' data but loses their names.
-            fsutil::sync_dir(&txn.dir)?;
-        }
-        failpoint::hit("sink.precommit.after");
-        Ok((files, txn.rows))
+        Ok(PreCommitted {
+            dir: txn.dir,
+            files,
+            rows: txn.rows,
+        })
     }
 
     /// abort: discards the open transaction (its checkpoint will never complete).
@@ -254,6 +252,38 @@ impl CsvSink {
         let dir = self.txn.dir.clone();
         drop(self.txn);
         fsutil::remove_dir_all_durable(&dir)
+    }
+}
+
+/// A transaction whose files are flushed but not yet durable.
+#[derive(Debug)]
+pub struct PreCommitted {
+    dir: PathBuf,
+    files: Vec<(File, PathBuf, StagedFile)>,
+    /// Rows written in the transaction.
+    pub rows: u64,
+}
+
+impl PreCommitted {
+    /// preCommit, second half: fsyncs every staged file and the staging directory, and
+    /// returns the files as the journal records them.
+    pub fn make_durable(self) -> Result<Vec<StagedFile>> {
+        let mut out = Vec::with_capacity(self.files.len());
+        for (file, path, mut staged) in self.files {
+            // Survives: a power cut after CheckpointComplete names this file.
+            fsutil::sync_file(&file, &path)?;
+            staged.size = file
+                .metadata()
+                .with_context(|| format!("cannot stat {}", path.display()))?
+                .len();
+            out.push(staged);
+        }
+        if !out.is_empty() {
+            // Survives: a power cut that keeps the files' data but loses their names.
+            fsutil::sync_dir(&self.dir)?;
+        }
+        failpoint::hit("sink.precommit.after");
+        Ok(out)
     }
 }
 
@@ -277,11 +307,10 @@ pub fn run(mut sink: CsvSink, input: Receiver<Msg>, acks: Sender<Ack>) -> Result
             match msg {
                 Msg::Batch(batch) => sink.write(&batch)?,
                 Msg::Barrier(barrier) => {
-                    let (files, rows_written) = sink.pre_commit(barrier)?;
+                    let flushed = sink.pre_commit(barrier)?;
                     acks.send(Ack::Sink {
                         checkpoint: barrier.checkpoint,
-                        files,
-                        rows_written,
+                        flushed,
                     })
                     .map_err(|_| anyhow!("the coordinator stopped"))?;
                     if barrier.last {
