@@ -1,23 +1,40 @@
 //! What flows between pipeline threads: batches of records, and checkpoint barriers.
 //!
 //! A batch stores its records row-major in one byte buffer with one end offset per
-//! field, so moving a batch across a channel moves three allocations, not one per field.
-//! Every record of a batch has exactly the table's number of columns.
+//! field, so moving a batch across a channel moves a few allocations, not one per field.
+//! Every record of a batch has exactly the batch's number of columns. Nulls (which CSV
+//! input never has, but casts and expressions make) live in a bitmap allocated only when
+//! the first one appears. Bad rows a stage turns away travel with the batch as rejects,
+//! so they reach the sink, and the same checkpoint, as the rows around them.
 
 /// Rows per batch: large enough to amortise a channel hop, small enough to stay in cache.
 pub const BATCH_ROWS: usize = 4096;
 
-/// A batch of records in the table's column order.
+/// A row that failed, on its way to the rejects file (or to fail the run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reject {
+    pub input: u32,
+    pub line: u64,
+    pub reason: String,
+    /// The record as CSV text, as the stage that turned it away saw it.
+    pub record: Vec<u8>,
+}
+
+/// A batch of records.
 #[derive(Debug, Clone)]
 pub struct RecordBatch {
     ncols: usize,
     data: Vec<u8>,
     /// End offset in `data` of every field, row after row.
     ends: Vec<usize>,
+    /// Per field, true when null; `None` while the batch has no null at all.
+    nulls: Option<Vec<bool>>,
     /// The 1-based source line where each record starts (for error messages).
     lines: Vec<u64>,
     /// Index of the input each record came from.
     inputs: Vec<u32>,
+    /// Rows turned away so far, in order.
+    pub rejects: Vec<Reject>,
 }
 
 impl RecordBatch {
@@ -27,9 +44,18 @@ impl RecordBatch {
             ncols,
             data: Vec::with_capacity(BATCH_ROWS * 64),
             ends: Vec::with_capacity(BATCH_ROWS * ncols),
+            nulls: None,
             lines: Vec::with_capacity(BATCH_ROWS),
             inputs: Vec::with_capacity(BATCH_ROWS),
+            rejects: Vec::new(),
         }
+    }
+
+    /// An empty batch with another width that carries over this batch's rejects.
+    pub fn successor(&mut self, ncols: usize) -> RecordBatch {
+        let mut next = RecordBatch::new(ncols);
+        next.rejects = std::mem::take(&mut self.rejects);
+        next
     }
 
     /// Number of records.
@@ -42,15 +68,17 @@ impl RecordBatch {
         self.lines.is_empty()
     }
 
+    /// Number of fields per record.
+    pub fn width(&self) -> usize {
+        self.ncols
+    }
+
     /// Appends one record, field by field; the caller supplies exactly `ncols` fields.
     pub fn push<'a>(&mut self, fields: impl IntoIterator<Item = &'a [u8]>, input: u32, line: u64) {
         for field in fields {
-            self.data.extend_from_slice(field);
-            self.ends.push(self.data.len());
+            self.push_cell(Some(field));
         }
-        debug_assert_eq!(self.ends.len(), (self.lines.len() + 1) * self.ncols);
-        self.lines.push(line);
-        self.inputs.push(input);
+        self.end_row(input, line);
     }
 
     /// Appends one record given as its fields' bytes back to back and their end offsets
@@ -59,16 +87,57 @@ impl RecordBatch {
         let base = self.data.len();
         self.data.extend_from_slice(bytes);
         self.ends.extend(ends.iter().map(|end| base + end));
+        if let Some(nulls) = &mut self.nulls {
+            nulls.resize(self.ends.len(), false);
+        }
+        self.end_row(input, line);
+    }
+
+    /// Appends one field of the record being built; `None` is null.
+    pub fn push_cell(&mut self, value: Option<&[u8]>) {
+        if let Some(bytes) = value {
+            self.data.extend_from_slice(bytes);
+        }
+        self.ends.push(self.data.len());
+        match (&mut self.nulls, value) {
+            (Some(nulls), _) => nulls.push(value.is_none()),
+            (None, None) => {
+                let mut nulls = vec![false; self.ends.len()];
+                nulls[self.ends.len() - 1] = true;
+                self.nulls = Some(nulls);
+            }
+            (None, Some(_)) => {}
+        }
+    }
+
+    /// Finishes the record started with `push_cell`.
+    pub fn end_row(&mut self, input: u32, line: u64) {
         debug_assert_eq!(self.ends.len(), (self.lines.len() + 1) * self.ncols);
         self.lines.push(line);
         self.inputs.push(input);
     }
 
-    /// Field `col` of record `row`.
+    /// Field `col` of record `row` (empty when null).
     pub fn field(&self, row: usize, col: usize) -> &[u8] {
         let i = row * self.ncols + col;
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.data[start..self.ends[i]]
+    }
+
+    /// Field `col` of record `row`, `None` when null.
+    pub fn cell(&self, row: usize, col: usize) -> Option<&[u8]> {
+        if self.is_null(row, col) {
+            None
+        } else {
+            Some(self.field(row, col))
+        }
+    }
+
+    /// True when field `col` of record `row` is null.
+    pub fn is_null(&self, row: usize, col: usize) -> bool {
+        self.nulls
+            .as_ref()
+            .is_some_and(|n| n[row * self.ncols + col])
     }
 
     /// The source line where record `row` starts.
@@ -79,6 +148,30 @@ impl RecordBatch {
     /// The input index record `row` came from.
     pub fn input(&self, row: usize) -> u32 {
         self.inputs[row]
+    }
+
+    /// The record as one line of CSV, for a rejects file.
+    pub fn encode_row(&self, row: usize) -> Vec<u8> {
+        encode_csv((0..self.ncols).map(|c| self.field(row, c)))
+    }
+
+    /// Turns away the rows in `bad` (row, reason), in row order, and drops them.
+    pub fn reject(&mut self, bad: Vec<(usize, String)>) {
+        if bad.is_empty() {
+            return;
+        }
+        let mut keep = vec![true; self.len()];
+        for (row, reason) in bad {
+            keep[row] = false;
+            let record = self.encode_row(row);
+            self.rejects.push(Reject {
+                input: self.inputs[row],
+                line: self.lines[row],
+                reason,
+                record,
+            });
+        }
+        self.retain(&keep);
     }
 
     /// Keeps only the records for which `keep[row]` is true, compacting in place.
@@ -94,10 +187,17 @@ impl RecordBatch {
             }
             let first = row * self.ncols;
             let start = if first == 0 { 0 } else { self.ends[first - 1] };
-            let end = self.ends[first + self.ncols - 1];
+            let end = if self.ncols == 0 {
+                start
+            } else {
+                self.ends[first + self.ncols - 1]
+            };
             self.data.copy_within(start..end, out_byte);
             for col in 0..self.ncols {
                 self.ends[out_row * self.ncols + col] = self.ends[first + col] - start + out_byte;
+                if let Some(nulls) = &mut self.nulls {
+                    nulls[out_row * self.ncols + col] = nulls[first + col];
+                }
             }
             self.lines[out_row] = self.lines[row];
             self.inputs[out_row] = self.inputs[row];
@@ -106,9 +206,26 @@ impl RecordBatch {
         }
         self.data.truncate(out_byte);
         self.ends.truncate(out_row * self.ncols);
+        if let Some(nulls) = &mut self.nulls {
+            nulls.truncate(out_row * self.ncols);
+        }
         self.lines.truncate(out_row);
         self.inputs.truncate(out_row);
     }
+}
+
+/// Fields as one line of CSV (without the line end).
+pub fn encode_csv<'a>(fields: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut writer = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    // Writing to a Vec cannot fail.
+    let _ = writer.write_record(fields);
+    let mut bytes = writer.into_inner().unwrap_or_default();
+    if bytes.last() == Some(&b'\n') {
+        bytes.pop();
+    }
+    bytes
 }
 
 /// A checkpoint barrier: every record sent before it belongs to checkpoint `checkpoint`.
@@ -130,29 +247,68 @@ pub enum Msg {
 mod tests {
     use super::*;
 
-    fn rows(b: &RecordBatch) -> Vec<Vec<String>> {
+    fn rows(b: &RecordBatch) -> Vec<Vec<Option<String>>> {
         (0..b.len())
             .map(|r| {
-                (0..2)
-                    .map(|c| String::from_utf8_lossy(b.field(r, c)).into_owned())
+                (0..b.width())
+                    .map(|c| {
+                        b.cell(r, c)
+                            .map(|f| String::from_utf8_lossy(f).into_owned())
+                    })
                     .collect()
             })
             .collect()
     }
 
     #[test]
-    fn retain_compacts_fields_lines_and_inputs() {
+    fn retain_compacts_fields_nulls_lines_and_inputs() {
         let mut b = RecordBatch::new(2);
-        for (i, (x, y)) in [("a", "1"), ("", "22"), ("ccc", ""), ("d", "4")]
-            .iter()
-            .enumerate()
+        for (i, (x, y)) in [
+            ("a", Some("1")),
+            ("", Some("22")),
+            ("ccc", None),
+            ("d", Some("4")),
+        ]
+        .iter()
+        .enumerate()
         {
-            b.push([x.as_bytes(), y.as_bytes()], i as u32, 10 + i as u64);
+            b.push_cell(Some(x.as_bytes()));
+            b.push_cell(y.map(str::as_bytes));
+            b.end_row(i as u32, 10 + i as u64);
         }
-        b.retain(&[false, true, false, true]);
-        assert_eq!(rows(&b), vec![vec!["", "22"], vec!["d", "4"]]);
-        assert_eq!((b.line(0), b.line(1), b.input(1)), (11, 13, 3));
+        b.retain(&[false, true, true, false]);
+        assert_eq!(
+            rows(&b),
+            vec![
+                vec![Some("".into()), Some("22".into())],
+                vec![Some("ccc".into()), None]
+            ]
+        );
+        assert_eq!((b.line(0), b.line(1), b.input(1)), (11, 12, 2));
         b.retain(&[false, false]);
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn rejects_keep_the_record_as_csv_and_leave_the_batch() {
+        let mut b = RecordBatch::new(2);
+        b.push([&b"1"[..], b"x, \"y\""], 3, 7);
+        b.push([&b"2"[..], b"z"], 3, 8);
+        b.reject(vec![(0, "bad cast".into())]);
+        assert_eq!(b.len(), 1);
+        assert_eq!(
+            b.rejects,
+            vec![Reject {
+                input: 3,
+                line: 7,
+                reason: "bad cast".into(),
+                record: b"1,\"x, \"\"y\"\"\"".to_vec()
+            }]
+        );
+        let next = b.successor(5);
+        assert_eq!(
+            (next.width(), next.rejects.len(), b.rejects.len()),
+            (5, 1, 0)
+        );
     }
 }

@@ -142,7 +142,7 @@ impl<'a> Coordinator<'a> {
         else {
             bail!("checkpoint {n} was acknowledged without its source or sink");
         };
-        let rows_written = flushed.rows;
+        let (rows_written, rejects) = (flushed.rows, flushed.rejects);
         let files = flushed.make_durable()?;
         let checkpoint = Checkpoint {
             checkpoint: n,
@@ -153,6 +153,7 @@ impl<'a> Coordinator<'a> {
             files,
             rows_read,
             rows_written,
+            rejects,
             last,
         };
         complete_and_commit(self.journal, self.layout, checkpoint)?;

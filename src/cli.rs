@@ -20,12 +20,12 @@ pub const DEFAULT_CHECKPOINT_ROWS: u64 = 500_000;
 pub struct Cli {
     /// The table directory (created if missing)
     #[arg(short = 't', long, value_name = "TABLE_DIR",
-        required_unless_present_any = ["list_fail_points", "completions"])]
+        required_unless_present_any = ["list_fail_points", "completions", "config", "infer_schema"])]
     pub target: Option<PathBuf>,
 
     /// Input files or directories (walked recursively in sorted order, hidden entries skipped)
     #[arg(value_name = "INPUT",
-        required_unless_present_any = ["recover", "status", "list_fail_points", "completions"])]
+        required_unless_present_any = ["recover", "status", "list_fail_points", "completions", "config"])]
     pub inputs: Vec<PathBuf>,
 
     /// Finish an interrupted run: commit completed checkpoints, discard the rest, resume
@@ -64,18 +64,97 @@ pub struct Cli {
     #[arg(short = 'p', long, value_name = "COL[,COL...]", value_delimiter = ',')]
     pub partition_by: Vec<String>,
 
-    /// Output file format
-    #[arg(long, value_enum, default_value_t = Format::Csv)]
-    pub format: Format,
+    /// Output file format [default: csv]
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
 
-    /// Rows between checkpoints (each checkpoint publishes its rows atomically)
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_CHECKPOINT_ROWS,
-        value_parser = clap::value_parser!(u64).range(1..))]
-    pub checkpoint_rows: u64,
+    /// Rows between checkpoints (each checkpoint publishes its rows atomically) [default: 500000]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub checkpoint_rows: Option<u64>,
 
-    /// Keep only the first row of each key within the run
-    #[arg(long, value_name = "COL[,COL...]", value_delimiter = ',')]
+    /// A job file (TOML): inputs, target, partitioning, schema, stages, error policy
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Print a [schema] for the inputs, inferred from their first rows, and exit
+    #[arg(long, conflicts_with_all = ["recover", "status"])]
+    pub infer_schema: bool,
+
+    /// Send up to N bad rows to TABLE_DIR/_rejects/ instead of failing at the first one
+    #[arg(long, value_name = "N")]
+    pub max_errors: Option<u64>,
+
+    /// Stage: map these values to null (comma-separated; a leading comma adds the empty string)
+    #[arg(
+        long,
+        value_name = "MARKER[,MARKER...]",
+        value_delimiter = ',',
+        help_heading = "Stages (run in this order)"
+    )]
+    pub null_markers: Option<Vec<String>>,
+
+    /// Stage: trim surrounding whitespace from every string column
+    #[arg(long, help_heading = "Stages (run in this order)")]
+    pub trim: bool,
+
+    /// Stage: cast a column to int, float, decimal(P,S), bool, date or timestamp (repeatable)
+    #[arg(
+        long,
+        value_name = "COL=TYPE",
+        help_heading = "Stages (run in this order)"
+    )]
+    pub cast: Vec<String>,
+
+    /// Time zone of timestamps cast without an offset (IANA name or +HH:MM) [default: UTC]
+    #[arg(long, value_name = "ZONE", help_heading = "Stages (run in this order)")]
+    pub timezone: Option<String>,
+
+    /// Stage: add or replace a column computed by an expression (repeatable)
+    #[arg(
+        long,
+        value_name = "NAME=EXPR",
+        help_heading = "Stages (run in this order)"
+    )]
+    pub derive: Vec<String>,
+
+    /// Stage: keep rows for which the expression is true (repeatable)
+    #[arg(long, value_name = "EXPR", help_heading = "Stages (run in this order)")]
+    pub filter: Vec<String>,
+
+    /// Stage: keep only the first row of each key within the run
+    #[arg(
+        long,
+        value_name = "COL[,COL...]",
+        value_delimiter = ',',
+        help_heading = "Stages (run in this order)"
+    )]
     pub dedupe_key: Vec<String>,
+
+    /// Stage: rename a column (repeatable)
+    #[arg(
+        long,
+        value_name = "OLD=NEW",
+        help_heading = "Stages (run in this order)"
+    )]
+    pub rename: Vec<String>,
+
+    /// Stage: keep only these columns, in this order
+    #[arg(
+        long,
+        value_name = "COL[,COL...]",
+        value_delimiter = ',',
+        help_heading = "Stages (run in this order)"
+    )]
+    pub select: Vec<String>,
+
+    /// Stage: remove these columns
+    #[arg(
+        long = "drop",
+        value_name = "COL[,COL...]",
+        value_delimiter = ',',
+        help_heading = "Stages (run in this order)"
+    )]
+    pub drop_columns: Vec<String>,
 
     /// Load inputs again even if the manifest says they are loaded
     #[arg(long)]
@@ -96,7 +175,7 @@ pub struct Cli {
 }
 
 /// Flags that only make sense for a load.
-const LOAD_ONLY: [&str; 8] = [
+const LOAD_ONLY: [&str; 19] = [
     "inputs",
     "reload",
     "delimiter",
@@ -105,6 +184,17 @@ const LOAD_ONLY: [&str; 8] = [
     "checkpoint_rows",
     "dedupe_key",
     "dry_run",
+    "config",
+    "infer_schema",
+    "null_markers",
+    "trim",
+    "cast",
+    "timezone",
+    "derive",
+    "filter",
+    "rename",
+    "select",
+    "drop_columns",
 ];
 
 /// When to draw the progress bar.

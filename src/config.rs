@@ -7,8 +7,11 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{Cli, Format, ProgressMode};
+use crate::cli::{Cli, Format, ProgressMode, DEFAULT_CHECKPOINT_ROWS};
 use crate::exit::UsageError;
+use crate::jobfile::{self, JobFile, SchemaSpec};
+use crate::schema::ColumnType;
+use crate::stage::spec::StageSpec;
 
 /// What the command line asks for.
 #[derive(Debug)]
@@ -19,10 +22,12 @@ pub enum Command {
     Completions(clap_complete::Shell),
     /// Load inputs into a table.
     Load(LoadConfig),
-    /// Finish an interrupted run.
-    Recover(Common),
+    /// Finish an interrupted run; `max_errors` overrides the journaled limit.
+    Recover(Common, Option<u64>),
     /// Describe the table's jobs; `None` for every job.
     Status(Common, Option<String>),
+    /// Print a `[schema]` inferred from the inputs.
+    InferSchema { inputs: Vec<PathBuf>, delimiter: u8 },
 }
 
 /// Settings shared by every command that touches a table.
@@ -53,17 +58,105 @@ pub struct LoadConfig {
 pub struct RunOptions {
     pub delimiter: u8,
     pub partition_by: Vec<String>,
-    pub dedupe_key: Vec<String>,
     pub checkpoint_rows: u64,
     pub format: Format,
+    /// Bad rows allowed into the rejects before the run fails (0: fail at the first).
+    #[serde(default)]
+    pub max_errors: u64,
+    /// The input schema a job file declared; turned into stages when the run starts.
+    #[serde(default)]
+    pub schema: Option<SchemaSpec>,
+    /// The transform stages, in order.
+    #[serde(default)]
+    pub stages: Vec<StageSpec>,
 }
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(msg.into()))
 }
 
+/// Splits `KEY=VALUE` for flags like `--cast` and `--derive`.
+fn key_value<'a>(flag: &str, item: &'a str) -> Result<(&'a str, &'a str)> {
+    item.split_once('=')
+        .map(|(k, v)| (k.trim(), v.trim()))
+        .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+        .ok_or_else(|| usage(format!("{flag} takes NAME=VALUE, not {item:?}")))
+}
+
+/// The stages the command-line flags ask for, in their documented order: null markers,
+/// trim, cast, derive, filter, dedupe, rename, select, drop.
+fn cli_stages(cli: &Cli) -> Result<Vec<StageSpec>> {
+    let mut stages = Vec::new();
+    if let Some(markers) = &cli.null_markers {
+        stages.push(StageSpec::NullMarkers {
+            markers: markers.clone(),
+            columns: Vec::new(),
+        });
+    }
+    if cli.trim {
+        stages.push(StageSpec::Trim {
+            columns: Vec::new(),
+        });
+    }
+    if !cli.cast.is_empty() {
+        let mut columns = std::collections::BTreeMap::new();
+        for item in &cli.cast {
+            let (col, ty) = key_value("--cast", item)?;
+            let ty: ColumnType = ty
+                .parse()
+                .map_err(|e: String| usage(format!("--cast {item}: {e}")))?;
+            columns.insert(col.to_string(), ty);
+        }
+        stages.push(StageSpec::Cast {
+            columns,
+            format: None,
+            timezone: cli.timezone.clone(),
+        });
+    } else if cli.timezone.is_some() {
+        return Err(usage(
+            "--timezone applies to --cast COL=timestamp; no --cast was given",
+        ));
+    }
+    for item in &cli.derive {
+        let (col, expr) = key_value("--derive", item)?;
+        stages.push(StageSpec::Derive {
+            column: col.to_string(),
+            expr: expr.to_string(),
+        });
+    }
+    for expr in &cli.filter {
+        stages.push(StageSpec::Filter { expr: expr.clone() });
+    }
+    if !cli.dedupe_key.is_empty() {
+        check_columns("--dedupe-key", &cli.dedupe_key)?;
+        stages.push(StageSpec::Dedupe {
+            key: cli.dedupe_key.clone(),
+        });
+    }
+    if !cli.rename.is_empty() {
+        let mut columns = std::collections::BTreeMap::new();
+        for item in &cli.rename {
+            let (old, new) = key_value("--rename", item)?;
+            columns.insert(old.to_string(), new.to_string());
+        }
+        stages.push(StageSpec::Rename { columns });
+    }
+    if !cli.select.is_empty() {
+        check_columns("--select", &cli.select)?;
+        stages.push(StageSpec::Select {
+            columns: cli.select.clone(),
+        });
+    }
+    if !cli.drop_columns.is_empty() {
+        stages.push(StageSpec::Drop {
+            columns: cli.drop_columns.clone(),
+        });
+    }
+    Ok(stages)
+}
+
 impl Command {
-    /// Checks and resolves the parsed flags.
+    /// Checks and resolves the parsed flags (and the job file they name).
     pub fn from_cli(cli: Cli) -> Result<Command> {
         if cli.list_fail_points {
             return Ok(Command::ListFailPoints);
@@ -71,36 +164,73 @@ impl Command {
         if let Some(shell) = cli.completions {
             return Ok(Command::Completions(shell));
         }
-        let table = cli.target.ok_or_else(|| usage("--target is required"))?;
-        if let Some(job) = &cli.job {
+        let file = match &cli.config {
+            Some(path) => jobfile::load(path)?,
+            None => JobFile::default(),
+        };
+        let delimiter = parse_delimiter(
+            cli.delimiter
+                .as_deref()
+                .or(file.delimiter.as_deref())
+                .unwrap_or(","),
+        )?;
+        let inputs = if cli.inputs.is_empty() {
+            file.inputs.clone()
+        } else {
+            cli.inputs.clone()
+        };
+        if cli.infer_schema {
+            if inputs.is_empty() {
+                return Err(usage("--infer-schema needs inputs"));
+            }
+            return Ok(Command::InferSchema { inputs, delimiter });
+        }
+        let table = cli
+            .target
+            .clone()
+            .or(file.target.clone())
+            .ok_or_else(|| usage("no target: give --target or `target` in the job file"))?;
+        let job = cli.job.clone().or(file.job.clone());
+        if let Some(job) = &job {
             check_job_name(job)?;
         }
         let common = Common {
             table,
-            job: cli.job.clone().unwrap_or_else(|| "default".to_string()),
+            job: job.clone().unwrap_or_else(|| "default".to_string()),
             quiet: cli.quiet,
             json: cli.json,
             progress: cli.progress,
             lock_wait: cli.lock_wait.map(Duration::from_secs),
         };
         if cli.status {
-            return Ok(Command::Status(common, cli.job));
+            return Ok(Command::Status(common, job));
         }
         if cli.recover {
-            return Ok(Command::Recover(common));
+            return Ok(Command::Recover(common, cli.max_errors));
         }
-        if cli.format != Format::Csv {
+        if inputs.is_empty() {
+            return Err(usage(
+                "no inputs: give them on the command line or as `inputs` in the job file",
+            ));
+        }
+        let format = cli.format.or(file.format).unwrap_or(Format::Csv);
+        if format != Format::Csv {
             return Err(usage(format!(
                 "--format {} is not available yet; this build writes csv",
-                match cli.format {
-                    Format::Jsonl => "jsonl",
-                    _ => "parquet",
+                if format == Format::Jsonl {
+                    "jsonl"
+                } else {
+                    "parquet"
                 }
             )));
         }
-        let delimiter = parse_delimiter(cli.delimiter.as_deref().unwrap_or(","))?;
-        check_columns("--partition-by", &cli.partition_by)?;
-        for col in &cli.partition_by {
+        let partition_by = if cli.partition_by.is_empty() {
+            file.partition_by.clone()
+        } else {
+            cli.partition_by.clone()
+        };
+        check_columns("--partition-by", &partition_by)?;
+        for col in &partition_by {
             if col.starts_with('_') || col.starts_with('.') {
                 return Err(usage(format!(
                     "--partition-by column {col:?} starts with '{}', which would make its \
@@ -109,18 +239,29 @@ impl Command {
                 )));
             }
         }
-        check_columns("--dedupe-key", &cli.dedupe_key)?;
+        let mut stages = file.stages.clone();
+        if !file.dedupe_key.is_empty() {
+            stages.push(StageSpec::Dedupe {
+                key: file.dedupe_key.clone(),
+            });
+        }
+        stages.extend(cli_stages(&cli)?);
         Ok(Command::Load(LoadConfig {
             common,
-            inputs: cli.inputs,
+            inputs,
             reload: cli.reload,
             dry_run: cli.dry_run,
             options: RunOptions {
                 delimiter,
-                partition_by: cli.partition_by,
-                dedupe_key: cli.dedupe_key,
-                checkpoint_rows: cli.checkpoint_rows,
-                format: cli.format,
+                partition_by,
+                checkpoint_rows: cli
+                    .checkpoint_rows
+                    .or(file.checkpoint_rows)
+                    .unwrap_or(DEFAULT_CHECKPOINT_ROWS),
+                format,
+                max_errors: cli.max_errors.or(file.max_errors).unwrap_or(0),
+                schema: file.schema,
+                stages,
             },
         }))
     }

@@ -73,6 +73,9 @@ pub struct Checkpoint {
     pub files: Vec<StagedFile>,
     pub rows_read: u64,
     pub rows_written: u64,
+    /// Bad rows this checkpoint sent to the rejects file.
+    #[serde(default)]
+    pub rejects: u64,
     /// The run's final checkpoint: after it, only `RunFinished` remains.
     pub last: bool,
 }

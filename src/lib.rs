@@ -28,8 +28,11 @@ pub mod checkpoint;
 pub mod cli;
 pub mod config;
 pub mod exit;
+pub mod expr;
 pub mod failpoint;
 pub mod fsutil;
+pub mod infer;
+pub mod jobfile;
 pub mod journal;
 pub mod manifest;
 pub mod manpage;
@@ -38,6 +41,7 @@ pub mod progress;
 pub mod recover;
 pub mod report;
 pub mod run;
+pub mod schema;
 pub mod signals;
 pub mod sink;
 pub mod source;
@@ -83,11 +87,15 @@ pub fn execute(command: Command) -> Result<Option<(Summary, bool, Messages)>> {
             let summary = run::load(&cfg, messages)?;
             Ok(Some((summary, cfg.common.json, messages)))
         }
-        Command::Recover(common) => {
+        Command::InferSchema { inputs, delimiter } => {
+            print!("{}", infer::infer(&inputs, delimiter)?);
+            Ok(None)
+        }
+        Command::Recover(common, max_errors) => {
             let messages = Messages {
                 quiet: common.quiet,
             };
-            let summary = recover::recover(&common, messages)?;
+            let summary = recover::recover(&common, max_errors, messages)?;
             Ok(Some((summary, common.json, messages)))
         }
     }

@@ -16,9 +16,11 @@ use crate::checkpoint::Coordinator;
 use crate::fsutil;
 use crate::journal::{Checkpoint, Journal, RunStarted};
 use crate::progress::Counters;
-use crate::sink::{self, CsvSink};
+use crate::schema::Schema;
+use crate::sink::{self, CsvSink, Rejects};
 use crate::source::{self, SourcePlan};
-use crate::stage::{self, dedupe::Dedupe, SnapshotRef, SnapshotStore, Stage};
+use crate::stage::spec::{self, RunContext};
+use crate::stage::{self, SnapshotRef, SnapshotStore, Stage};
 use crate::table::JobLayout;
 
 /// Batches in flight per channel.
@@ -34,19 +36,50 @@ pub struct Spec<'a> {
     /// Every stage snapshot of the completed checkpoints, in order.
     pub snapshots: Vec<SnapshotRef>,
     pub counters: Arc<Counters>,
+    /// Bad rows allowed into the rejects (0: the first fails the run).
+    pub max_errors: u64,
+    /// Bad rows the completed checkpoints already sent to the rejects.
+    pub rejects_before: u64,
 }
 
-/// Builds the stages the options ask for, restored from `snapshots`.
-fn build_stages(spec: &Spec) -> Result<Vec<Box<dyn Stage>>> {
-    let mut stages: Vec<Box<dyn Stage>> = Vec::new();
-    let options = &spec.run.options;
-    if !options.dedupe_key.is_empty() {
-        stages.push(Box::new(Dedupe::new(&options.dedupe_key, &spec.columns)?));
+/// A stage with the id its snapshots are filed under.
+type IdentifiedStage = (String, Box<dyn Stage>);
+
+/// Builds the stages the options ask for, each with its snapshot id, restored from
+/// `snapshots`; returns them with the schema the sink receives.
+fn build_stages(spec: &Spec) -> Result<(Vec<IdentifiedStage>, Schema)> {
+    let run = spec.run;
+    let ctx = RunContext {
+        run_id: run.run_id.clone(),
+        started_at: run.started_at.clone(),
+        inputs: run.inputs.iter().map(|i| i.path.clone()).collect(),
+    };
+    let (built, schema) = spec::build(&run.options.stages, &Schema::strings(&spec.columns), &ctx)?;
+    let mut stages = Vec::with_capacity(built.len());
+    for (i, mut stage) in built.into_iter().enumerate() {
+        // Snapshots are named by position, so two stages of a kind never mix.
+        let id = format!("{}-{}", i + 1, stage.name());
+        stage::restore(stage.as_mut(), &id, &spec.layout.dir, &spec.snapshots)?;
+        stages.push((id, stage));
     }
-    for stage in &mut stages {
-        stage::restore(stage.as_mut(), &spec.layout.dir, &spec.snapshots)?;
-    }
-    Ok(stages)
+    Ok((stages, schema))
+}
+
+fn sink_for(spec: &Spec, schema: &Schema, first_checkpoint: u64) -> Result<CsvSink> {
+    let run = spec.run;
+    let rejects_before = spec.resume.map_or(0, |_| spec.rejects_before);
+    CsvSink::new(
+        spec.layout,
+        &run.run_id,
+        schema,
+        &run.options.partition_by,
+        first_checkpoint,
+        Rejects {
+            inputs: run.inputs.iter().map(|i| i.path.clone()).collect(),
+            max: spec.max_errors,
+            before: rejects_before,
+        },
+    )
 }
 
 /// Checks that the options fit the columns, before anything is journaled.
@@ -58,29 +91,25 @@ pub fn validate(layout: &JobLayout, run: &RunStarted, columns: &[String]) -> Res
         resume: None,
         snapshots: Vec::new(),
         counters: Arc::default(),
+        max_errors: run.options.max_errors,
+        rejects_before: 0,
     };
-    build_stages(&spec)?;
-    CsvSink::new(layout, &run.run_id, columns, &run.options.partition_by, 1)?;
+    let (_, schema) = build_stages(&spec)?;
+    sink_for(&spec, &schema, 1)?;
     Ok(())
 }
 
 /// Runs the pipeline to the final checkpoint, committing each checkpoint as it completes.
 pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
     let run = spec.run;
-    let stages = build_stages(&spec)?;
+    let (stages, schema) = build_stages(&spec)?;
     let store = SnapshotStore::new(&spec.layout.dir, &run.run_id);
     if !stages.is_empty() {
         fsutil::create_dir_all_durable(&store.dir())?;
         fsutil::sync_ancestors(&store.dir(), &spec.layout.dir)?;
     }
     let first_checkpoint = spec.resume.map_or(1, |c| c.checkpoint + 1);
-    let sink = CsvSink::new(
-        spec.layout,
-        &run.run_id,
-        &spec.columns,
-        &run.options.partition_by,
-        first_checkpoint,
-    )?;
+    let sink = sink_for(&spec, &schema, first_checkpoint)?;
     let plan = SourcePlan {
         inputs: run.inputs.clone(),
         columns: spec.columns.clone(),
@@ -101,12 +130,13 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
         let named = |name: &str| thread::Builder::new().name(format!("ingest-{name}"));
         let source = named("source").spawn_scoped(scope, move || source::run(plan, tx, acks, flag));
         handles.push(("source", source));
-        for stage in stages {
+        for (id, stage) in stages {
             let (tx, next_rx) = sync_channel(CHANNEL_DEPTH);
             let (acks, store) = (ack_tx.clone(), store.clone());
             let input = std::mem::replace(&mut rx, next_rx);
-            let handle = named(stage.name())
-                .spawn_scoped(scope, move || stage::run(stage, input, tx, acks, store));
+            let handle = named(stage.name()).spawn_scoped(scope, move || {
+                stage::run(stage, &id, input, tx, acks, store)
+            });
             handles.push(("stage", handle));
         }
         let acks = ack_tx.clone();

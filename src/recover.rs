@@ -28,8 +28,8 @@ use crate::sink::pending;
 use crate::source::{self, discover};
 use crate::table::JobLayout;
 
-/// Finishes the job's interrupted run, if there is one.
-pub fn recover(common: &Common, messages: Messages) -> Result<Summary> {
+/// Finishes the job's interrupted run; `max_errors` overrides the run's journaled limit.
+pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> Result<Summary> {
     let started = Instant::now();
     let layout = JobLayout::new(&common.table, &common.job);
     let nothing = || {
@@ -124,6 +124,8 @@ pub fn recover(common: &Common, messages: Messages) -> Result<Summary> {
             resume: last,
             snapshots,
             counters: progress.counters.clone(),
+            max_errors: max_errors.unwrap_or(log.started.options.max_errors),
+            rejects_before: log.checkpoints.iter().map(|c| c.rejects).sum(),
         };
         let outcome = pipeline::execute(spec, &mut journal);
         rows_here = progress

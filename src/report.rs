@@ -37,7 +37,10 @@ pub struct Summary {
     pub inputs_changed: u64,
     pub rows_read: u64,
     pub rows_written: u64,
-    pub rows_deduplicated: u64,
+    /// Rows a filter or dedupe dropped.
+    pub rows_dropped: u64,
+    /// Bad rows set aside in the rejects (with --max-errors).
+    pub rows_rejected: u64,
     pub files_written: u64,
     pub partitions: u64,
     pub checkpoints: u64,
@@ -64,14 +67,17 @@ impl Summary {
             summary.inputs_loaded += c.inputs_done.len() as u64;
             summary.rows_read += c.rows_read;
             summary.rows_written += c.rows_written;
-            for f in &c.files {
+            summary.rows_rejected += c.rejects;
+            for f in c.files.iter().filter(|f| !f.dest.starts_with("_rejects/")) {
                 summary.files_written += 1;
                 summary.bytes_written += f.size;
                 partitions.insert(f.dest.rsplit_once('/').map_or("", |(dir, _)| dir));
             }
         }
         summary.partitions = partitions.len() as u64;
-        summary.rows_deduplicated = summary.rows_read - summary.rows_written.min(summary.rows_read);
+        summary.rows_dropped = summary
+            .rows_read
+            .saturating_sub(summary.rows_written + summary.rows_rejected);
         summary
     }
 
@@ -103,12 +109,13 @@ impl Summary {
             ),
             _ => {
                 let mut line = format!(
-                    "{} {} rows ({} read, {} duplicate(s) dropped) from {} input(s) into {} file(s) in \
+                    "{} {} rows ({} read, {} dropped, {} rejected) from {} input(s) into {} file(s) in \
                      {} partition(s), {} checkpoint(s), {} in {:.2} s ({} rows/s)",
                     self.outcome,
                     self.rows_written,
                     self.rows_read,
-                    self.rows_deduplicated,
+                    self.rows_dropped,
+                    self.rows_rejected,
                     self.inputs_loaded,
                     self.files_written,
                     self.partitions,

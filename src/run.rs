@@ -212,10 +212,16 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     }
     check_space(common, &plan.new)?;
     let columns = source::read_columns(&plan.new, cfg.options.delimiter)?.unwrap_or_default();
+    let mut options = cfg.options.clone();
+    if let (Some(schema), false) = (&options.schema, columns.is_empty()) {
+        // The schema's checks and casts run first, and are journaled like any stage.
+        let first = schema.stages_for(&columns)?;
+        options.stages.splice(0..0, first);
+    }
     let run = RunStarted {
         run_id: new_run_id(),
         started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
-        options: cfg.options.clone(),
+        options,
         inputs: plan.new,
     };
     pipeline::validate(&layout, &run, &columns)?;
@@ -237,6 +243,8 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         resume: None,
         snapshots: Vec::new(),
         counters: progress.counters.clone(),
+        max_errors: run.options.max_errors,
+        rejects_before: 0,
     };
     let outcome = pipeline::execute(spec, &mut journal);
     let rows_here = progress

@@ -57,7 +57,7 @@ fn a_partition_column_missing_from_the_input_is_named_before_anything_starts() {
     let out = w.run(&["-t", "t", "-p", "region", "orders"]);
     assert_code(&out, 1);
     assert!(
-        stderr(&out).contains("--partition-by column \"region\" is not in the input"),
+        stderr(&out).contains("--partition-by column \"region\" is not in the records"),
         "{}",
         stderr(&out)
     );

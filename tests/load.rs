@@ -16,7 +16,7 @@ fn fixture_load_lands_every_row_once_with_partitions_restored() {
     assert!(visible_debris(&w.path("t")).is_empty());
     let summary = stderr(&out);
     assert!(
-        summary.contains("loaded 912 rows (912 read, 0 duplicate(s) dropped) from 3 input(s)"),
+        summary.contains("loaded 912 rows (912 read, 0 dropped, 0 rejected) from 3 input(s)"),
         "{summary}"
     );
 }

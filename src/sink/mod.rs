@@ -33,6 +33,7 @@ use crate::checkpoint::Ack;
 use crate::failpoint;
 use crate::fsutil;
 use crate::journal::Checkpoint;
+use crate::schema::Schema;
 use crate::table::JobLayout;
 
 /// Suffix of staged files: matches no reader's glob for a committed extension.
@@ -67,7 +68,24 @@ struct Transaction {
     /// foldhash: fast on short keys, and seeded per process against crafted collisions.
     by_key: HashMap<Vec<u8>, usize, RandomState>,
     rows: u64,
+    /// The rejects file of this checkpoint, once it has a bad row.
+    rejects_part: Option<usize>,
+    rejects: u64,
 }
+
+/// Where bad rows go, and how many may.
+#[derive(Debug, Clone, Default)]
+pub struct Rejects {
+    /// Input paths, by input index, for the rejects file and messages.
+    pub inputs: Vec<String>,
+    /// Bad rows allowed in the whole run; 0 fails the run at the first.
+    pub max: u64,
+    /// Bad rows already committed by earlier checkpoints of the run.
+    pub before: u64,
+}
+
+/// The rejects file's columns.
+const REJECTS_HEADER: [&str; 4] = ["source_file", "line", "reason", "record"];
 
 /// Writes records into per-checkpoint transactions of CSV part files.
 pub struct CsvSink {
@@ -80,17 +98,21 @@ pub struct CsvSink {
     key: Vec<u8>,
     dir_name: String,
     ancestors_synced: bool,
+    rejects: Rejects,
+    rejects_total: u64,
 }
 
 impl CsvSink {
-    /// A sink for `columns`, partitioned by `partition_by`, starting at `first_checkpoint`.
+    /// A sink for `schema`, partitioned by `partition_by`, starting at `first_checkpoint`.
     pub fn new(
         layout: &JobLayout,
         run_id: &str,
-        columns: &[String],
+        schema: &Schema,
         partition_by: &[String],
         first_checkpoint: u64,
+        rejects: Rejects,
     ) -> Result<CsvSink> {
+        let columns = schema.names();
         let mut partition_cols = Vec::new();
         // Inputs with no header at all (empty files) have no columns and write nothing.
         let partition_by = if columns.is_empty() {
@@ -102,7 +124,7 @@ impl CsvSink {
             match columns.iter().position(|c| c == col) {
                 Some(i) => partition_cols.push((i, col.clone())),
                 None => bail!(
-                    "--partition-by column {col:?} is not in the input (columns: {})",
+                    "--partition-by column {col:?} is not in the records (columns: {})",
                     columns.join(", ")
                 ),
             }
@@ -116,6 +138,7 @@ impl CsvSink {
             );
         }
         let header = body_cols.iter().map(|&i| columns[i].clone()).collect();
+        let rejects_total = rejects.before;
         Ok(CsvSink {
             layout: layout.clone(),
             run_id: run_id.to_string(),
@@ -126,14 +149,20 @@ impl CsvSink {
             key: Vec::new(),
             dir_name: String::new(),
             ancestors_synced: false,
+            rejects,
+            rejects_total,
         })
     }
 
-    /// Writes a batch into the open transaction.
+    /// Writes a batch into the open transaction: its bad rows to the rejects file (or
+    /// fails the run, as the policy says), its records to their partitions' files.
     ///
     /// Hot path: the partition key is built in a reused buffer and looked up without
     /// allocating; a file is opened only for a partition new to this checkpoint.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        if !batch.rejects.is_empty() {
+            self.write_rejects(batch)?;
+        }
         for row in 0..batch.len() {
             self.key.clear();
             for &(col, _) in &self.partition_cols {
@@ -147,12 +176,73 @@ impl CsvSink {
                 None => self.open_part(batch, row)?,
             };
             let part = &mut self.txn.parts[part];
+            // Nulls are written as empty fields: CSV has no other spelling for them.
             part.writer
                 .write_record(self.body_cols.iter().map(|&c| batch.field(row, c)))
                 .with_context(|| format!("cannot write staged file {}", part.staged.display()))?;
             part.rows += 1;
         }
         self.txn.rows += batch.len() as u64;
+        Ok(())
+    }
+
+    fn write_rejects(&mut self, batch: &RecordBatch) -> Result<()> {
+        let inputs = self.rejects.inputs.clone();
+        let input_name = |input: u32| {
+            inputs
+                .get(input as usize)
+                .map_or("?", String::as_str)
+                .to_string()
+        };
+        let first = &batch.rejects[0];
+        if self.rejects.max == 0 {
+            bail!(
+                "{}:{}: {}\n(to load the good rows and set bad ones aside in TABLE/_rejects/, pass --max-errors N)",
+                input_name(first.input),
+                first.line,
+                first.reason
+            );
+        }
+        self.rejects_total += batch.rejects.len() as u64;
+        if self.rejects_total > self.rejects.max {
+            let last = &batch.rejects[batch.rejects.len() - 1];
+            bail!(
+                "too many bad rows: {} exceed --max-errors {}; the last one: {}:{}: {}",
+                self.rejects_total,
+                self.rejects.max,
+                input_name(last.input),
+                last.line,
+                last.reason
+            );
+        }
+        let part = match self.txn.rejects_part {
+            Some(part) => part,
+            None => {
+                let name = format!(
+                    "rejects-{}-{}-{:06}.csv",
+                    self.layout.job, self.run_id, self.txn.checkpoint
+                );
+                let dest = format!("_rejects/{}/{name}", self.layout.job);
+                let part = self.open_file(name, dest, &REJECTS_HEADER)?;
+                self.txn.rejects_part = Some(part);
+                part
+            }
+        };
+        for reject in &batch.rejects {
+            let file = input_name(reject.input);
+            let line = reject.line.to_string();
+            let part = &mut self.txn.parts[part];
+            part.writer
+                .write_record([
+                    file.as_bytes(),
+                    line.as_bytes(),
+                    reject.reason.as_bytes(),
+                    &reject.record,
+                ])
+                .with_context(|| format!("cannot write staged file {}", part.staged.display()))?;
+            part.rows += 1;
+        }
+        self.txn.rejects += batch.rejects.len() as u64;
         Ok(())
     }
 
@@ -165,6 +255,34 @@ impl CsvSink {
             partition::component(name, batch.field(row, *col), &mut self.dir_name)
                 .with_context(|| format!("input line {}", batch.line(row)))?;
         }
+        let file_name = format!(
+            "part-{}-{}-{:06}-{:05}.csv",
+            self.layout.job,
+            self.run_id,
+            self.txn.checkpoint,
+            self.txn.parts.len()
+        );
+        let dest = if self.dir_name.is_empty() {
+            file_name.clone()
+        } else {
+            format!("{}/{file_name}", self.dir_name)
+        };
+        let header = std::mem::take(&mut self.header);
+        let opened = self.open_file(file_name, dest, &header);
+        self.header = header;
+        let seq = opened?;
+        self.txn.by_key.insert(self.key.clone(), seq);
+        Ok(seq)
+    }
+
+    /// Opens a new staged file in the transaction (beginning the transaction if it is
+    /// the first), writes `header`, and returns its index.
+    fn open_file<H: AsRef<[u8]>>(
+        &mut self,
+        file_name: String,
+        dest: String,
+        header: &[H],
+    ) -> Result<usize> {
         let txn = &mut self.txn;
         if txn.parts.is_empty() {
             // beginTransaction: the staging area, durable in its parent before any file in
@@ -176,16 +294,6 @@ impl CsvSink {
                 self.ancestors_synced = true;
             }
         }
-        let seq = txn.parts.len();
-        let file_name = format!(
-            "part-{}-{}-{:06}-{seq:05}.csv",
-            self.layout.job, self.run_id, txn.checkpoint
-        );
-        let dest = if self.dir_name.is_empty() {
-            file_name.clone()
-        } else {
-            format!("{}/{file_name}", self.dir_name)
-        };
         let staged = txn.dir.join(format!("{file_name}{STAGED_SUFFIX}"));
         let staged_rel = format!(
             "pending/{}/{}/{file_name}{STAGED_SUFFIX}",
@@ -197,7 +305,7 @@ impl CsvSink {
             .buffer_capacity(WRITE_BUFFER)
             .from_writer(file);
         writer
-            .write_record(&self.header)
+            .write_record(header)
             .with_context(|| format!("cannot write staged file {}", staged.display()))?;
         txn.parts.push(PartFile {
             staged,
@@ -206,8 +314,7 @@ impl CsvSink {
             writer,
             rows: 0,
         });
-        txn.by_key.insert(self.key.clone(), seq);
-        Ok(seq)
+        Ok(txn.parts.len() - 1)
     }
 
     /// preCommit, first half: flushes every staged file of the transaction, hands them
@@ -244,6 +351,7 @@ impl CsvSink {
             dir: txn.dir,
             files,
             rows: txn.rows,
+            rejects: txn.rejects,
         })
     }
 
@@ -262,6 +370,8 @@ pub struct PreCommitted {
     files: Vec<(File, PathBuf, StagedFile)>,
     /// Rows written in the transaction.
     pub rows: u64,
+    /// Bad rows written to its rejects file.
+    pub rejects: u64,
 }
 
 impl PreCommitted {
@@ -295,6 +405,8 @@ impl Transaction {
             parts: Vec::new(),
             by_key: HashMap::default(),
             rows: 0,
+            rejects_part: None,
+            rejects: 0,
         }
     }
 }

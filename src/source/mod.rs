@@ -13,7 +13,7 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::batch::{Barrier, Msg, RecordBatch, BATCH_ROWS};
+use crate::batch::{encode_csv, Barrier, Msg, RecordBatch, Reject, BATCH_ROWS};
 use crate::checkpoint::Ack;
 use crate::exit::Stopped;
 use crate::failpoint;
@@ -75,9 +75,17 @@ pub fn read_columns(inputs: &[Fingerprint], delimiter: u8) -> Result<Option<Vec<
     Ok(None)
 }
 
-fn read_header(reader: &mut InputReader) -> Result<Option<Vec<String>>> {
+/// Reads an input's header row; `None` for an input without one (empty).
+pub fn read_header(reader: &mut InputReader) -> Result<Option<Vec<String>>> {
     if !reader.read_record()? {
         return Ok(None);
+    }
+    if let Some(why) = reader.invalid() {
+        bail!(
+            "{}:{}: the header's {why}",
+            reader.name(),
+            reader.record_line()
+        );
     }
     let mut header = Vec::with_capacity(reader.len());
     for (i, field) in reader.fields().enumerate() {
@@ -129,7 +137,7 @@ struct Emitter {
 impl Emitter {
     /// Counts a batch and sends it on (if it holds anything).
     fn flush(&mut self, batch: &mut RecordBatch, plan: &SourcePlan) -> Result<()> {
-        if batch.is_empty() {
+        if batch.is_empty() && batch.rejects.is_empty() {
             return Ok(());
         }
         plan.counters
@@ -240,16 +248,26 @@ pub fn run(
             prefix_hash: hash_hex(reader.hash()),
         };
         while reader.read_record()? {
-            if reader.len() != header.len() {
-                bail!(
-                    "{}:{}: expected {} fields as in the header, found {}",
-                    reader.name(),
-                    reader.record_line(),
+            let bad = match reader.invalid() {
+                Some(why) => Some(why),
+                None if reader.len() != header.len() => Some(format!(
+                    "expected {} fields as in the header, found {}",
                     header.len(),
                     reader.len()
-                );
-            }
-            if identity {
+                )),
+                None => None,
+            };
+            if let Some(reason) = bad {
+                // A bad row travels with the batch as a reject: the sink fails the run or
+                // sets it aside, in the checkpoint it belongs to.
+                let record = encode_csv(reader.fields());
+                batch.rejects.push(Reject {
+                    input: index as u32,
+                    line: reader.record_line(),
+                    reason,
+                    record,
+                });
+            } else if identity {
                 let (bytes, ends) = reader.raw_fields();
                 batch.push_fields(bytes, ends, index as u32, reader.record_line());
             } else {

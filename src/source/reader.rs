@@ -42,6 +42,8 @@ pub struct InputReader {
     ends: Vec<usize>,
     nfields: usize,
     record_line: u64,
+    /// Stream offset where the current record starts.
+    record_start: u64,
 }
 
 /// Counts the bytes read from the file itself (compressed, for a `.gz`), for progress.
@@ -86,19 +88,18 @@ pub fn open_decoded(path: &Path) -> Result<Box<dyn Read + Send>> {
 #[derive(Default)]
 struct Utf8Check {
     carry: Vec<u8>,
-    bad_at: Option<u64>,
+    /// Stream positions of bad bytes not yet passed by the parser, in order.
+    bad: std::collections::VecDeque<u64>,
 }
 
 impl Utf8Check {
     /// Checks `chunk`, which starts at stream position `at`; an empty chunk is the end.
     fn check(&mut self, chunk: &[u8], at: u64) {
-        if self.bad_at.is_some() {
-            return;
-        }
         let carried = self.carry.len() as u64;
         if chunk.is_empty() {
             if carried > 0 {
-                self.bad_at = Some(at - carried);
+                self.bad.push_back(at - carried);
+                self.carry.clear();
             }
             return;
         }
@@ -112,29 +113,46 @@ impl Utf8Check {
             };
             let take = (need - self.carry.len()).min(rest.len());
             self.carry.extend_from_slice(&rest[..take]);
-            rest = &rest[take..];
-            pos += take as u64;
             if self.carry.len() < need {
                 return; // a tiny chunk: still cut
             }
             if std::str::from_utf8(&self.carry).is_err() {
-                self.bad_at = Some(at - carried);
-                return;
+                // Resynchronise right after the carried lead byte.
+                self.bad.push_back(at - carried);
+                let skip = 1usize.saturating_sub(carried as usize);
+                rest = &rest[skip..];
+                pos += skip as u64;
+            } else {
+                rest = &rest[take..];
+                pos += take as u64;
             }
             self.carry.clear();
         }
-        if let Err(e) = simdutf8::compat::from_utf8(rest) {
-            match e.error_len() {
+        loop {
+            match simdutf8::compat::from_utf8(rest) {
+                Ok(_) => return,
                 // A valid start of a character, cut by the chunk's end.
-                None => self.carry = rest[e.valid_up_to()..].to_vec(),
-                Some(_) => self.bad_at = Some(pos + e.valid_up_to() as u64),
+                Err(e) if e.error_len().is_none() => {
+                    self.carry = rest[e.valid_up_to()..].to_vec();
+                    return;
+                }
+                Err(e) => {
+                    let bad = e.valid_up_to();
+                    self.bad.push_back(pos + bad as u64);
+                    let skip = bad + e.error_len().unwrap_or(1);
+                    rest = &rest[skip..];
+                    pos += skip as u64;
+                }
             }
         }
     }
 
-    /// True when a bad byte lies before stream position `offset`.
-    fn bad_before(&self, offset: u64) -> bool {
-        self.bad_at.is_some_and(|bad| bad < offset)
+    /// True when a bad byte lies in `[start, end)`; forgets bad bytes before `start`.
+    fn bad_within(&mut self, start: u64, end: u64) -> bool {
+        while self.bad.front().is_some_and(|&b| b < start) {
+            self.bad.pop_front();
+        }
+        self.bad.front().is_some_and(|&b| b < end)
     }
 }
 
@@ -184,6 +202,7 @@ impl InputReader {
             ends: vec![0; 64],
             nfields: 0,
             record_line: 0,
+            record_start: 0,
             utf8: Utf8Check::default(),
         };
         reader.fill()?;
@@ -205,10 +224,10 @@ impl InputReader {
         Ok(())
     }
 
-    /// The error for the current record if it holds a byte that is not UTF-8.
-    fn check_utf8(&self) -> Result<()> {
-        if !self.utf8.bad_before(self.offset) {
-            return Ok(());
+    /// Why the current record is bad, if it holds a byte that is not UTF-8.
+    pub fn invalid(&mut self) -> Option<String> {
+        if !self.utf8.bad_within(self.record_start, self.offset) {
+            return None;
         }
         let field = (0..self.nfields)
             .find(|&i| std::str::from_utf8(self.field(i)).is_err())
@@ -216,11 +235,7 @@ impl InputReader {
                 || "a quote or delimiter".to_string(),
                 |i| format!("field {}", i + 1),
             );
-        bail!(
-            "{}:{}: {field} is not valid UTF-8 (inputs must be UTF-8)",
-            self.name,
-            self.record_line
-        )
+        Some(format!("{field} is not valid UTF-8 (inputs must be UTF-8)"))
     }
 
     /// Marks `n` buffered bytes as consumed: they count in the offset and the hash.
@@ -236,6 +251,7 @@ impl InputReader {
     pub fn read_record(&mut self) -> Result<bool> {
         // csv_core counts lines from 1: before a record, line() is the line it starts on.
         self.record_line = self.core.line();
+        self.record_start = self.offset;
         let (mut outlen, mut endlen) = (0, 0);
         loop {
             self.fill()?;
@@ -258,7 +274,6 @@ impl InputReader {
                 }
                 ReadRecordResult::Record => {
                     self.nfields = endlen;
-                    self.check_utf8()?;
                     return Ok(true);
                 }
                 ReadRecordResult::End => {
@@ -389,7 +404,7 @@ mod tests {
         check.check(&text[..split], 0);
         check.check(&text[split..], split as u64);
         check.check(&[], text.len() as u64);
-        check.bad_at
+        check.bad.front().copied()
     }
 
     #[test]
@@ -421,11 +436,14 @@ mod tests {
         let mut r = InputReader::open(&path, b',').unwrap();
         r.read_record().unwrap();
         r.read_record().unwrap();
-        let err = r.read_record().unwrap_err().to_string();
-        assert!(
-            err.ends_with("bad.csv:3: field 2 is not valid UTF-8 (inputs must be UTF-8)"),
-            "{err}"
+        assert_eq!(r.invalid(), None);
+        assert!(r.read_record().unwrap());
+        assert_eq!(r.record_line(), 3);
+        assert_eq!(
+            r.invalid().unwrap(),
+            "field 2 is not valid UTF-8 (inputs must be UTF-8)"
         );
+        assert!(!r.read_record().unwrap());
     }
 
     #[test]

@@ -8,10 +8,11 @@ use std::collections::HashSet;
 
 use foldhash::fast::RandomState;
 
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Result};
 
 use super::Stage;
 use crate::batch::RecordBatch;
+use crate::schema::Schema;
 
 /// The dedupe stage.
 pub struct Dedupe {
@@ -26,16 +27,10 @@ pub struct Dedupe {
 
 impl Dedupe {
     /// Dedupes on the given columns of the table.
-    pub fn new(key_cols: &[String], columns: &[String]) -> Result<Dedupe> {
+    pub fn new(key_cols: &[String], schema: &Schema) -> Result<Dedupe> {
         let mut idx = Vec::new();
         for col in key_cols {
-            match columns.iter().position(|c| c == col) {
-                Some(i) => idx.push(i),
-                None => bail!(
-                    "--dedupe-key column {col:?} is not in the input (columns: {})",
-                    columns.join(", ")
-                ),
-            }
+            idx.push(schema.index(col).map_err(|e| anyhow!("dedupe key: {e}"))?);
         }
         Ok(Dedupe {
             key_cols: idx,
@@ -64,7 +59,11 @@ impl Stage for Dedupe {
         for row in 0..batch.len() {
             self.key.clear();
             for &col in &self.key_cols {
-                push_framed(&mut self.key, batch.field(row, col));
+                match batch.cell(row, col) {
+                    Some(value) => push_framed(&mut self.key, value),
+                    // Null is its own key, distinct from the empty string.
+                    None => self.key.extend_from_slice(&u32::MAX.to_le_bytes()),
+                }
             }
             let new = !self.seen.contains(self.key.as_slice());
             if new {
@@ -120,8 +119,8 @@ mod tests {
 
     #[test]
     fn keeps_first_occurrence_across_batches_and_restores_from_deltas() {
-        let cols = ["id".to_string(), "v".to_string()];
-        let mut d = Dedupe::new(&cols[..1], &cols).unwrap();
+        let cols = Schema::strings(&["id".to_string(), "v".to_string()]);
+        let mut d = Dedupe::new(&["id".to_string()], &cols).unwrap();
         let mut b1 = batch(&[("1", "a"), ("2", "b"), ("1", "c")]);
         d.process(&mut b1).unwrap();
         assert_eq!(values(&b1), ["a", "b"]);
@@ -132,7 +131,7 @@ mod tests {
         let snap2 = d.snapshot().unwrap().unwrap();
         assert_eq!(d.snapshot().unwrap(), None);
 
-        let mut restored = Dedupe::new(&cols[..1], &cols).unwrap();
+        let mut restored = Dedupe::new(&["id".to_string()], &cols).unwrap();
         restored.restore(&snap1).unwrap();
         restored.restore(&snap2).unwrap();
         let mut b3 = batch(&[("3", "f"), ("4", "g"), ("1", "h")]);
@@ -142,8 +141,8 @@ mod tests {
 
     #[test]
     fn multi_column_keys_do_not_collide_by_concatenation() {
-        let cols = ["a".to_string(), "b".to_string()];
-        let mut d = Dedupe::new(&cols, &cols).unwrap();
+        let names = ["a".to_string(), "b".to_string()];
+        let mut d = Dedupe::new(&names, &Schema::strings(&names)).unwrap();
         let mut b = batch(&[("ab", "c"), ("a", "bc")]);
         d.process(&mut b).unwrap();
         assert_eq!(b.len(), 2);
@@ -151,7 +150,7 @@ mod tests {
 
     #[test]
     fn an_unknown_key_column_is_named() {
-        let cols = ["a".to_string()];
+        let cols = Schema::strings(&["a".to_string()]);
         let err = Dedupe::new(&["zz".to_string()], &cols)
             .err()
             .unwrap()

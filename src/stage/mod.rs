@@ -5,7 +5,12 @@
 //! forwards the barrier, so the records before barrier n are exactly those reflected in
 //! every snapshot of n.
 
+pub mod cast;
+pub mod clean;
 pub mod dedupe;
+pub mod expr;
+pub mod reshape;
+pub mod spec;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
@@ -44,10 +49,78 @@ pub trait Stage: Send {
     fn name(&self) -> &'static str;
     /// Transforms a batch in place (dropping records is allowed).
     fn process(&mut self, batch: &mut RecordBatch) -> Result<()>;
-    /// Serializes the state change since the previous snapshot, if any.
-    fn snapshot(&mut self) -> Result<Option<Vec<u8>>>;
+    /// Serializes the state change since the previous snapshot, if any (stateless
+    /// stages keep the default: nothing).
+    fn snapshot(&mut self) -> Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
     /// Applies one serialized snapshot, in checkpoint order.
-    fn restore(&mut self, bytes: &[u8]) -> Result<()>;
+    fn restore(&mut self, bytes: &[u8]) -> Result<()> {
+        let _ = bytes;
+        bail!(
+            "stage {} keeps no state, yet a snapshot names it",
+            self.name()
+        )
+    }
+}
+
+/// The output row under construction in [`rebuild`]: cells in a reused buffer.
+#[derive(Default)]
+pub struct Cells {
+    buf: Vec<u8>,
+    spans: Vec<Option<(usize, usize)>>,
+}
+
+impl Cells {
+    /// Appends a cell (`None` is null).
+    pub fn push(&mut self, value: Option<&[u8]>) {
+        self.spans.push(value.map(|v| {
+            let start = self.buf.len();
+            self.buf.extend_from_slice(v);
+            (start, self.buf.len())
+        }));
+    }
+}
+
+/// Rebuilds a batch row by row into `width` columns: `row_fn` fills the output cells of
+/// a row, or returns why the row is bad (it then goes to the rejects, as it was).
+///
+/// Hot path: one output batch per input batch and one reused cell buffer; no allocation
+/// per row.
+pub fn rebuild(
+    batch: &mut RecordBatch,
+    width: usize,
+    mut row_fn: impl FnMut(&RecordBatch, usize, &mut Cells) -> Result<(), String>,
+) {
+    let mut out = batch.successor(width);
+    let mut cells = Cells::default();
+    let mut bad = Vec::new();
+    for row in 0..batch.len() {
+        cells.buf.clear();
+        cells.spans.clear();
+        match row_fn(batch, row, &mut cells) {
+            Ok(()) => {
+                debug_assert_eq!(cells.spans.len(), width);
+                for span in &cells.spans {
+                    out.push_cell(span.map(|(a, b)| &cells.buf[a..b]));
+                }
+                out.end_row(batch.input(row), batch.line(row));
+            }
+            Err(reason) => bad.push((row, reason)),
+        }
+    }
+    // Rejected rows keep their input form: encode them from the old batch.
+    let mut old = std::mem::replace(batch, out);
+    old.rejects.clear();
+    for (row, reason) in bad {
+        let record = old.encode_row(row);
+        batch.rejects.push(crate::batch::Reject {
+            input: old.input(row),
+            line: old.line(row),
+            reason,
+            record,
+        });
+    }
 }
 
 /// Where a run keeps its stage snapshots.
@@ -107,10 +180,14 @@ impl SnapshotStore {
     }
 }
 
-/// Restores a stage from every snapshot it wrote in the completed checkpoints.
-pub fn restore(stage: &mut dyn Stage, job_dir: &Path, snapshots: &[SnapshotRef]) -> Result<()> {
-    let name = stage.name();
-    for snapshot in snapshots.iter().filter(|s| s.stage == name) {
+/// Restores the stage `id` from every snapshot it wrote in the completed checkpoints.
+pub fn restore(
+    stage: &mut dyn Stage,
+    id: &str,
+    job_dir: &Path,
+    snapshots: &[SnapshotRef],
+) -> Result<()> {
+    for snapshot in snapshots.iter().filter(|s| s.stage == id) {
         stage.restore(&SnapshotStore::read(job_dir, snapshot)?)?;
     }
     Ok(())
@@ -119,6 +196,7 @@ pub fn restore(stage: &mut dyn Stage, job_dir: &Path, snapshots: &[SnapshotRef])
 /// Runs one stage until its input ends.
 pub fn run(
     mut stage: Box<dyn Stage>,
+    id: &str,
     input: Receiver<Msg>,
     output: SyncSender<Msg>,
     acks: Sender<Ack>,
@@ -129,14 +207,14 @@ pub fn run(
         match msg {
             Msg::Batch(mut batch) => {
                 stage.process(&mut batch)?;
-                if !batch.is_empty() {
+                if !batch.is_empty() || !batch.rejects.is_empty() {
                     output.send(Msg::Batch(batch)).map_err(stopped)?;
                 }
             }
             Msg::Barrier(barrier) => {
                 failpoint::hit("stage.snapshot.before");
                 let snapshot = match stage.snapshot()? {
-                    Some(bytes) => Some(store.write(stage.name(), barrier.checkpoint, &bytes)?),
+                    Some(bytes) => Some(store.write(id, barrier.checkpoint, &bytes)?),
                     None => None,
                 };
                 failpoint::hit("stage.snapshot.after");

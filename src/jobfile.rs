@@ -1,0 +1,208 @@
+//! Job files (`--config job.toml`): a load's inputs, target, partitioning, schema, stages
+//! and error policy in one reviewed file. Command-line flags override its scalar settings.
+//!
+//! ```toml
+//! job = "orders"
+//! target = "/data/orders"              # relative paths are relative to this file
+//! inputs = ["incoming/orders"]
+//! partition_by = ["dt"]
+//! max_errors = 100
+//!
+//! [schema]                             # the input's columns and their types
+//! columns = { order_id = "int", amount = "decimal(12,2)", ts = "timestamp" }
+//! extra_columns = "error"              # or "drop"
+//!
+//! [[stage]]
+//! type = "derive"
+//! column = "dt"
+//! expr = "date(ts)"
+//! ```
+//! An invalid file fails before anything is read, naming the key and its line.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::cli::Format;
+use crate::schema::ColumnType;
+use crate::stage::spec::StageSpec;
+
+/// What to do with input columns a `[schema]` does not declare.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExtraColumns {
+    /// Fail before loading, naming them.
+    #[default]
+    Error,
+    /// Drop them.
+    Drop,
+}
+
+/// A `[schema]` section: the input's columns and types.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaSpec {
+    pub columns: BTreeMap<String, ColumnType>,
+    #[serde(default)]
+    pub extra_columns: ExtraColumns,
+}
+
+impl SchemaSpec {
+    /// The stages that make the input conform: drop undeclared columns (if allowed),
+    /// then cast every declared column that is not a string.
+    pub fn stages_for(&self, header: &[String]) -> Result<Vec<StageSpec>> {
+        let missing: Vec<&String> = self
+            .columns
+            .keys()
+            .filter(|c| !header.contains(c))
+            .collect();
+        if !missing.is_empty() {
+            anyhow::bail!(
+                "the schema declares column(s) {} that the input lacks (its columns: {})",
+                missing
+                    .iter()
+                    .map(|c| format!("{c:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                header.join(", ")
+            );
+        }
+        let extra: Vec<String> = header
+            .iter()
+            .filter(|c| !self.columns.contains_key(*c))
+            .cloned()
+            .collect();
+        let mut stages = Vec::new();
+        if !extra.is_empty() {
+            match self.extra_columns {
+                ExtraColumns::Error => anyhow::bail!(
+                    "input column(s) {} are not in the schema; declare them, or set \
+                     extra_columns = \"drop\" in [schema]",
+                    extra
+                        .iter()
+                        .map(|c| format!("{c:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                ExtraColumns::Drop => stages.push(StageSpec::Drop { columns: extra }),
+            }
+        }
+        let casts: BTreeMap<String, ColumnType> = self
+            .columns
+            .iter()
+            .filter(|(_, ty)| **ty != ColumnType::String)
+            .map(|(c, t)| (c.clone(), *t))
+            .collect();
+        if !casts.is_empty() {
+            stages.push(StageSpec::Cast {
+                columns: casts,
+                format: None,
+                timezone: None,
+            });
+        }
+        Ok(stages)
+    }
+}
+
+/// A parsed job file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobFile {
+    pub target: Option<PathBuf>,
+    #[serde(default)]
+    pub inputs: Vec<PathBuf>,
+    pub job: Option<String>,
+    #[serde(default)]
+    pub partition_by: Vec<String>,
+    pub delimiter: Option<String>,
+    pub checkpoint_rows: Option<u64>,
+    pub max_errors: Option<u64>,
+    pub format: Option<Format>,
+    #[serde(default)]
+    pub dedupe_key: Vec<String>,
+    pub schema: Option<SchemaSpec>,
+    #[serde(default, rename = "stage")]
+    pub stages: Vec<StageSpec>,
+}
+
+/// Reads and checks a job file; relative paths in it are made relative to its folder.
+pub fn load(path: &Path) -> Result<JobFile> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read job file {}", path.display()))?;
+    let mut file: JobFile = toml::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "job file {} is invalid: {}",
+            path.display(),
+            e.to_string().trim_end()
+        )
+    })?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    file.target = file.target.map(|t| base.join(t));
+    file.inputs = file.inputs.iter().map(|i| base.join(i)).collect();
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<JobFile> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("job.toml");
+        std::fs::write(&path, text)?;
+        load(&path)
+    }
+
+    #[test]
+    fn a_full_job_file_parses() {
+        let file = parse(
+            r#"
+            job = "orders"
+            inputs = ["in"]
+            partition_by = ["dt"]
+            max_errors = 5
+            format = "csv"
+            [schema]
+            columns = { id = "int", amount = "decimal(12,2)" }
+            [[stage]]
+            type = "filter"
+            expr = "amount > 0"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(file.job.as_deref(), Some("orders"));
+        assert!(file.inputs[0].ends_with("in") && file.inputs[0].is_absolute());
+        assert_eq!(
+            file.schema.unwrap().columns["amount"].to_string(),
+            "decimal(12,2)"
+        );
+        assert_eq!(file.stages.len(), 1);
+    }
+
+    #[test]
+    fn mistakes_name_the_key_and_line() {
+        let err = format!(
+            "{:#}",
+            parse("job = \"x\"\n\npartition_bye = [\"dt\"]\n").unwrap_err()
+        );
+        assert!(
+            err.contains("line 3") && err.contains("partition_bye"),
+            "{err}"
+        );
+        let err = format!(
+            "{:#}",
+            parse("[schema]\ncolumns = { id = \"integr\" }\n").unwrap_err()
+        );
+        assert!(
+            err.contains("line 2") && err.contains("unknown type"),
+            "{err}"
+        );
+        let err = format!(
+            "{:#}",
+            parse("[[stage]]\ntype = \"explode\"\n").unwrap_err()
+        );
+        assert!(err.contains("line 2") && err.contains("explode"), "{err}");
+    }
+}

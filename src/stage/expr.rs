@@ -1,0 +1,191 @@
+//! Expression stages: `derive` a column, `filter` rows (see `crate::expr` for the
+//! language). A row whose expression fails at run time is a bad row.
+
+use anyhow::Result;
+
+use super::{rebuild, Stage};
+use crate::batch::{RecordBatch, Reject};
+use crate::expr::{Expr, Value};
+use crate::schema::{Column, Schema};
+
+fn compile(text: &str, schema: &Schema) -> Result<Expr, String> {
+    Expr::compile(text, schema).map_err(|e| e.render(text))
+}
+
+/// Adds a column computed by an expression, or replaces the column of that name.
+pub struct Derive {
+    expr: Expr,
+    /// The column replaced, or `None` to append.
+    replace: Option<usize>,
+    text: String,
+}
+
+impl Derive {
+    /// `column = expr` over `schema`.
+    pub fn new(schema: &Schema, column: &str, text: &str) -> Result<(Derive, Schema), String> {
+        let expr = compile(text, schema)?;
+        let mut output = schema.clone();
+        let ty = expr.ty().column_type();
+        let replace = schema.index(column).ok();
+        match replace {
+            Some(i) => output.columns[i].ty = ty,
+            None => output.columns.push(Column {
+                name: column.to_string(),
+                ty,
+            }),
+        }
+        Ok((
+            Derive {
+                expr,
+                replace,
+                text: text.to_string(),
+            },
+            output,
+        ))
+    }
+}
+
+impl Stage for Derive {
+    fn name(&self) -> &'static str {
+        "derive"
+    }
+
+    fn process(&mut self, batch: &mut RecordBatch) -> Result<()> {
+        let width = batch.width() + usize::from(self.replace.is_none());
+        let (expr, replace, text) = (&self.expr, self.replace, &self.text);
+        rebuild(batch, width, |b, row, out| {
+            let value = expr
+                .eval(b, row)
+                .map_err(|e| format!("{text}: {e}"))?
+                .to_text();
+            for col in 0..b.width() {
+                if Some(col) == replace {
+                    out.push(value.as_deref().map(str::as_bytes));
+                } else {
+                    out.push(b.cell(row, col));
+                }
+            }
+            if replace.is_none() {
+                out.push(value.as_deref().map(str::as_bytes));
+            }
+            Ok(())
+        });
+        Ok(())
+    }
+}
+
+/// Keeps the rows for which an expression is true (false and null drop the row).
+pub struct Filter {
+    expr: Expr,
+    text: String,
+    keep: Vec<bool>,
+}
+
+impl Filter {
+    /// `expr` over `schema`, which must be a bool.
+    pub fn new(schema: &Schema, text: &str) -> Result<(Filter, Schema), String> {
+        let expr = compile(text, schema)?;
+        if !matches!(expr.ty(), crate::expr::Ty::Bool | crate::expr::Ty::Null) {
+            return Err(format!(
+                "the filter {text:?} is not a condition (it gives a {:?})",
+                expr.ty()
+            ));
+        }
+        Ok((
+            Filter {
+                expr,
+                text: text.to_string(),
+                keep: Vec::new(),
+            },
+            schema.clone(),
+        ))
+    }
+}
+
+impl Stage for Filter {
+    fn name(&self) -> &'static str {
+        "filter"
+    }
+
+    fn process(&mut self, batch: &mut RecordBatch) -> Result<()> {
+        self.keep.clear();
+        let mut rejects = Vec::new();
+        for row in 0..batch.len() {
+            match self.expr.eval(batch, row) {
+                Ok(Value::Bool(true)) => self.keep.push(true),
+                Ok(_) => self.keep.push(false),
+                Err(e) => {
+                    self.keep.push(false);
+                    rejects.push(Reject {
+                        input: batch.input(row),
+                        line: batch.line(row),
+                        reason: format!("filter {}: {e}", self.text),
+                        record: batch.encode_row(row),
+                    });
+                }
+            }
+        }
+        batch.rejects.extend(rejects);
+        batch.retain(&self.keep);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema() -> Schema {
+        Schema {
+            columns: vec![
+                Column {
+                    name: "id".into(),
+                    ty: "int".parse().unwrap(),
+                },
+                Column {
+                    name: "ts".into(),
+                    ty: "timestamp".parse().unwrap(),
+                },
+            ],
+        }
+    }
+
+    fn batch() -> RecordBatch {
+        let mut b = RecordBatch::new(2);
+        b.push([&b"1"[..], b"2026-11-28T23:00:00Z"], 0, 2);
+        b.push([&b"0"[..], b"2026-11-29T01:00:00Z"], 0, 3);
+        b.push([&b"5"[..], b"2026-11-30T01:00:00Z"], 0, 4);
+        b
+    }
+
+    #[test]
+    fn derive_appends_typed_columns_and_rejects_failing_rows() {
+        let (mut d, out) = Derive::new(&schema(), "dt", "date(ts)").unwrap();
+        assert_eq!(out.columns[2].ty.to_string(), "date");
+        let mut b = batch();
+        d.process(&mut b).unwrap();
+        assert_eq!(b.field(1, 2), b"2026-11-29");
+        let (mut ratio, _) = Derive::new(&schema(), "r", "10 / id").unwrap();
+        let mut b = batch();
+        ratio.process(&mut b).unwrap();
+        assert_eq!(b.len(), 2);
+        assert_eq!(b.rejects.len(), 1);
+        assert_eq!(b.rejects[0].line, 3);
+        assert!(
+            b.rejects[0].reason.contains("division by zero"),
+            "{}",
+            b.rejects[0].reason
+        );
+    }
+
+    #[test]
+    fn filter_keeps_true_rows_and_rejects_errors() {
+        let (mut f, _) = Filter::new(&schema(), "10 / id > 2 AND date(ts) < '2026-11-30'").unwrap();
+        let mut b = batch();
+        f.process(&mut b).unwrap();
+        assert_eq!(b.len(), 1);
+        assert_eq!(b.field(0, 0), b"1");
+        assert_eq!(b.rejects.len(), 1);
+        assert!(Filter::new(&schema(), "id + 1").is_err());
+    }
+}
