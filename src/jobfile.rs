@@ -132,11 +132,12 @@ pub fn load(path: &Path) -> Result<JobFile> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read job file {}", path.display()))?;
     let mut file: JobFile = toml::from_str(&text).map_err(|e| {
-        anyhow::anyhow!(
+        let msg = format!(
             "job file {} is invalid: {}",
             path.display(),
             e.to_string().trim_end()
-        )
+        );
+        anyhow::Error::new(crate::exit::UsageError(msg))
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
     file.target = file.target.map(|t| base.join(t));

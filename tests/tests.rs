@@ -12,3 +12,4 @@ mod operator;
 mod partition;
 mod recover;
 mod spectrum;
+mod stages;

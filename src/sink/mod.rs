@@ -197,7 +197,8 @@ impl CsvSink {
         let first = &batch.rejects[0];
         if self.rejects.max == 0 {
             bail!(
-                "{}:{}: {}\n(to load the good rows and set bad ones aside in TABLE/_rejects/, pass --max-errors N)",
+                "{}:{}: {}\n(to set bad rows aside in TABLE/_rejects/ instead, pass --max-errors N; \
+                 to this run: --recover --max-errors N)",
                 input_name(first.input),
                 first.line,
                 first.reason
@@ -219,9 +220,11 @@ impl CsvSink {
             Some(part) => part,
             None => {
                 let name = format!(
-                    "rejects-{}-{}-{:06}.csv",
+                    "rejects-{}-{}-{:06}.csv.rejects",
                     self.layout.job, self.run_id, self.txn.checkpoint
                 );
+                // `.csv.rejects`: CSV inside, but no reader's `**/*.csv` glob (DuckDB's
+                // descends into `_` directories) mistakes it for table data.
                 let dest = format!("_rejects/{}/{name}", self.layout.job);
                 let part = self.open_file(name, dest, &REJECTS_HEADER)?;
                 self.txn.rejects_part = Some(part);
