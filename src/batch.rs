@@ -23,7 +23,11 @@ pub struct Reject {
 /// A batch of records.
 #[derive(Debug, Clone)]
 pub struct RecordBatch {
+    /// Fields per record as stored.
     ncols: usize,
+    /// The columns readers see, as stored column indices: select, drop and rename only
+    /// change this, never the data. `None` shows every stored column in order.
+    view: Option<Vec<usize>>,
     data: Vec<u8>,
     /// End offset in `data` of every field, row after row.
     ends: Vec<usize>,
@@ -33,27 +37,86 @@ pub struct RecordBatch {
     lines: Vec<u64>,
     /// Index of the input each record came from.
     inputs: Vec<u32>,
+    /// Columns added by stages after the stored ones (stored index `ncols + k`), one
+    /// value per row: deriving or casting a column writes only that column.
+    added: Vec<Column>,
     /// Rows turned away so far, in order.
     pub rejects: Vec<Reject>,
+}
+
+/// One column's values, one per row, built by a stage (see [`RecordBatch::add_column`]).
+#[derive(Debug, Clone, Default)]
+pub struct Column {
+    data: Vec<u8>,
+    ends: Vec<usize>,
+    nulls: Vec<bool>,
+}
+
+impl Column {
+    /// An empty column with room for `rows` values.
+    pub fn with_rows(rows: usize) -> Column {
+        Column {
+            data: Vec::with_capacity(rows * 16),
+            ends: Vec::with_capacity(rows),
+            nulls: Vec::with_capacity(rows),
+        }
+    }
+
+    /// Appends the next row's value (`None` is null).
+    pub fn push(&mut self, value: Option<&[u8]>) {
+        if let Some(v) = value {
+            self.data.extend_from_slice(v);
+        }
+        self.ends.push(self.data.len());
+        self.nulls.push(value.is_none());
+    }
+
+    fn get(&self, row: usize) -> &[u8] {
+        let start = if row == 0 { 0 } else { self.ends[row - 1] };
+        &self.data[start..self.ends[row]]
+    }
+
+    fn retain(&mut self, keep: &[bool]) {
+        let mut out = Column::with_rows(keep.len());
+        for (row, &k) in keep.iter().enumerate() {
+            if k {
+                out.push(if self.nulls[row] {
+                    None
+                } else {
+                    Some(self.get(row))
+                });
+            }
+        }
+        *self = out;
+    }
 }
 
 impl RecordBatch {
     /// An empty batch of records with `ncols` fields each.
     pub fn new(ncols: usize) -> RecordBatch {
+        RecordBatch::with_capacity(ncols, BATCH_ROWS * 64)
+    }
+
+    /// An empty batch whose data buffer starts with room for `bytes`.
+    pub fn with_capacity(ncols: usize, bytes: usize) -> RecordBatch {
         RecordBatch {
             ncols,
-            data: Vec::with_capacity(BATCH_ROWS * 64),
+            view: None,
+            data: Vec::with_capacity(bytes),
             ends: Vec::with_capacity(BATCH_ROWS * ncols),
             nulls: None,
             lines: Vec::with_capacity(BATCH_ROWS),
             inputs: Vec::with_capacity(BATCH_ROWS),
+            added: Vec::new(),
             rejects: Vec::new(),
         }
     }
 
     /// An empty batch with another width that carries over this batch's rejects.
     pub fn successor(&mut self, ncols: usize) -> RecordBatch {
-        let mut next = RecordBatch::new(ncols);
+        // Room for about as much data as this batch holds, so building it never regrows.
+        let mut next =
+            RecordBatch::with_capacity(ncols, self.data.len() + self.data.len() / 4 + 64);
         next.rejects = std::mem::take(&mut self.rejects);
         next
     }
@@ -68,9 +131,39 @@ impl RecordBatch {
         self.lines.is_empty()
     }
 
-    /// Number of fields per record.
+    /// Number of fields per record, as readers see them.
     pub fn width(&self) -> usize {
-        self.ncols
+        self.view.as_ref().map_or(self.ncols, Vec::len)
+    }
+
+    /// Adds a column after the visible ones (`values` holds one value per row).
+    pub fn add_column(&mut self, values: Column) {
+        debug_assert_eq!(values.ends.len(), self.len());
+        let mut view: Vec<usize> = (0..self.width()).map(|c| self.stored(c)).collect();
+        view.push(self.ncols + self.added.len());
+        self.added.push(values);
+        self.view = Some(view);
+    }
+
+    /// Shows `values` in place of visible column `col` (the old values stay unseen).
+    pub fn replace_column(&mut self, col: usize, values: Column) {
+        debug_assert_eq!(values.ends.len(), self.len());
+        let mut view: Vec<usize> = (0..self.width()).map(|c| self.stored(c)).collect();
+        view[col] = self.ncols + self.added.len();
+        self.added.push(values);
+        self.view = Some(view);
+    }
+
+    /// Shows only the columns `from` (indices of the current view), in that order,
+    /// without moving any data.
+    pub fn project(&mut self, from: &[usize]) {
+        let view = from.iter().map(|&c| self.stored(c)).collect();
+        self.view = Some(view);
+    }
+
+    /// The stored column behind visible column `col`.
+    fn stored(&self, col: usize) -> usize {
+        self.view.as_ref().map_or(col, |v| v[col])
     }
 
     /// Appends one record, field by field; the caller supplies exactly `ncols` fields.
@@ -84,6 +177,10 @@ impl RecordBatch {
     /// Appends one record given as its fields' bytes back to back and their end offsets
     /// (relative to `bytes`): one copy per record instead of one per field.
     pub fn push_fields(&mut self, bytes: &[u8], ends: &[usize], input: u32, line: u64) {
+        debug_assert!(
+            self.view.is_none(),
+            "records are appended to unprojected batches only"
+        );
         let base = self.data.len();
         self.data.extend_from_slice(bytes);
         self.ends.extend(ends.iter().map(|end| base + end));
@@ -95,6 +192,10 @@ impl RecordBatch {
 
     /// Appends one field of the record being built; `None` is null.
     pub fn push_cell(&mut self, value: Option<&[u8]>) {
+        debug_assert!(
+            self.view.is_none(),
+            "records are appended to unprojected batches only"
+        );
         if let Some(bytes) = value {
             self.data.extend_from_slice(bytes);
         }
@@ -119,7 +220,11 @@ impl RecordBatch {
 
     /// Field `col` of record `row` (empty when null).
     pub fn field(&self, row: usize, col: usize) -> &[u8] {
-        let i = row * self.ncols + col;
+        let stored = self.stored(col);
+        if stored >= self.ncols {
+            return self.added[stored - self.ncols].get(row);
+        }
+        let i = row * self.ncols + stored;
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.data[start..self.ends[i]]
     }
@@ -135,9 +240,13 @@ impl RecordBatch {
 
     /// True when field `col` of record `row` is null.
     pub fn is_null(&self, row: usize, col: usize) -> bool {
+        let stored = self.stored(col);
+        if stored >= self.ncols {
+            return self.added[stored - self.ncols].nulls[row];
+        }
         self.nulls
             .as_ref()
-            .is_some_and(|n| n[row * self.ncols + col])
+            .is_some_and(|n| n[row * self.ncols + stored])
     }
 
     /// The source line where record `row` starts.
@@ -152,7 +261,7 @@ impl RecordBatch {
 
     /// The record as one line of CSV, for a rejects file.
     pub fn encode_row(&self, row: usize) -> Vec<u8> {
-        encode_csv((0..self.ncols).map(|c| self.field(row, c)))
+        encode_csv((0..self.width()).map(|c| self.field(row, c)))
     }
 
     /// Turns away the rows in `bad` (row, reason), in row order, and drops them.
@@ -211,6 +320,9 @@ impl RecordBatch {
         }
         self.lines.truncate(out_row);
         self.inputs.truncate(out_row);
+        for column in &mut self.added {
+            column.retain(keep);
+        }
     }
 }
 
@@ -287,6 +399,58 @@ mod tests {
         assert_eq!((b.line(0), b.line(1), b.input(1)), (11, 12, 2));
         b.retain(&[false, false]);
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn a_projection_shows_columns_without_moving_data() {
+        let mut b = RecordBatch::new(3);
+        b.push([&b"a"[..], b"b", b"c"], 0, 2);
+        b.push_cell(Some(b"d"));
+        b.push_cell(None);
+        b.push_cell(Some(b"f"));
+        b.end_row(0, 3);
+        b.project(&[2, 1]);
+        assert_eq!(b.width(), 2);
+        assert_eq!(
+            rows(&b),
+            vec![
+                vec![Some("c".into()), Some("b".into())],
+                vec![Some("f".into()), None]
+            ]
+        );
+        b.project(&[1]);
+        assert_eq!(rows(&b), vec![vec![Some("b".into())], vec![None]]);
+        assert_eq!(b.encode_row(0), b"b".to_vec());
+        b.retain(&[false, true]);
+        assert_eq!(rows(&b), vec![vec![None]]);
+    }
+
+    #[test]
+    fn added_and_replaced_columns_read_like_stored_ones_and_survive_retain() {
+        let mut b = RecordBatch::new(2);
+        b.push([&b"1"[..], b"x"], 0, 2);
+        b.push([&b"2"[..], b"y"], 0, 3);
+        b.push([&b"3"[..], b"z"], 0, 4);
+        let mut extra = Column::with_rows(3);
+        for v in [Some(&b"a"[..]), None, Some(b"c")] {
+            extra.push(v);
+        }
+        b.add_column(extra);
+        let mut twice = Column::with_rows(3);
+        for v in [&b"11"[..], b"22", b"33"] {
+            twice.push(Some(v));
+        }
+        b.replace_column(0, twice);
+        b.retain(&[true, false, true]);
+        assert_eq!(
+            rows(&b),
+            vec![
+                vec![Some("11".into()), Some("x".into()), Some("a".into())],
+                vec![Some("33".into()), Some("z".into()), Some("c".into())]
+            ]
+        );
+        b.project(&[2, 0]);
+        assert_eq!(b.encode_row(1), b"c,33".to_vec());
     }
 
     #[test]

@@ -72,6 +72,23 @@ pub enum Value<'a> {
 }
 
 impl Value<'_> {
+    /// Appends the canonical text of the value to `out`; false (and nothing) for null.
+    /// The hot-path twin of [`Value::to_text`]: no allocation per value.
+    pub fn write_text(&self, out: &mut Vec<u8>) -> bool {
+        use std::io::Write;
+        // Writing to a Vec cannot fail.
+        let _ = match self {
+            Value::Null => return false,
+            Value::Bool(b) => write!(out, "{b}"),
+            Value::Int(n) => write!(out, "{n}"),
+            Value::Float(f) => write!(out, "{f}"),
+            Value::Str(s) => out.write_all(s.as_bytes()),
+            Value::Date(d) => write!(out, "{d}"),
+            Value::Ts(t) => write!(out, "{t}"),
+        };
+        true
+    }
+
     /// The canonical text of the value (what a typed column stores); `None` for null.
     pub fn to_text(&self) -> Option<String> {
         Some(match self {

@@ -22,8 +22,8 @@ use jiff::tz::{Offset, TimeZone};
 use jiff::Timestamp;
 use rust_decimal::{Decimal, RoundingStrategy};
 
-use super::{rebuild, Stage};
-use crate::batch::RecordBatch;
+use super::{set_aside, Stage};
+use crate::batch::{Column, RecordBatch};
 use crate::schema::{ColumnType, Schema};
 
 /// Converts text into one type's canonical text.
@@ -192,27 +192,37 @@ impl Stage for Cast {
         "cast"
     }
 
+    /// Writes only the cast columns; the others are not copied.
     fn process(&mut self, batch: &mut RecordBatch) -> Result<()> {
-        let (casters, names, text) = (&self.casters, &self.names, &mut self.text);
-        rebuild(batch, casters.len(), |b, row, out| {
-            for (col, caster) in casters.iter().enumerate() {
-                let cell = b.cell(row, col);
-                match (caster, cell) {
-                    (Some(caster), Some(bytes)) => {
-                        text.clear();
-                        text.push_str(&String::from_utf8_lossy(bytes));
-                        match caster
-                            .cast(text)
-                            .map_err(|e| format!("column {:?}: {e}", names[col]))?
-                        {
-                            Some(value) => out.push(Some(value.as_bytes())),
-                            None => out.push(None),
+        let mut columns = Vec::new();
+        let mut bad: Vec<(usize, String)> = Vec::new();
+        for (col, caster) in self.casters.iter().enumerate() {
+            let Some(caster) = caster else { continue };
+            let mut values = Column::with_rows(batch.len());
+            for row in 0..batch.len() {
+                let Some(bytes) = batch.cell(row, col) else {
+                    values.push(None);
+                    continue;
+                };
+                self.text.clear();
+                self.text.push_str(&String::from_utf8_lossy(bytes));
+                match caster.cast(&self.text) {
+                    Ok(value) => values.push(value.as_deref().map(str::as_bytes)),
+                    Err(e) => {
+                        values.push(None);
+                        if !bad.iter().any(|(r, _)| *r == row) {
+                            bad.push((row, format!("column {:?}: {e}", self.names[col])));
                         }
                     }
-                    _ => out.push(cell),
                 }
             }
-            Ok(())
+            columns.push((col, values));
+        }
+        bad.sort_by_key(|(row, _)| *row);
+        set_aside(batch, bad, |b| {
+            for (col, values) in columns {
+                b.replace_column(col, values);
+            }
         });
         Ok(())
     }

@@ -3,8 +3,8 @@
 
 use anyhow::Result;
 
-use super::{rebuild, Stage};
-use crate::batch::{RecordBatch, Reject};
+use super::{set_aside, Stage};
+use crate::batch::{self, RecordBatch, Reject};
 use crate::expr::{Expr, Value};
 use crate::schema::{Column, Schema};
 
@@ -50,25 +50,28 @@ impl Stage for Derive {
         "derive"
     }
 
+    /// Writes only the new column; the others are not copied.
     fn process(&mut self, batch: &mut RecordBatch) -> Result<()> {
-        let width = batch.width() + usize::from(self.replace.is_none());
-        let (expr, replace, text) = (&self.expr, self.replace, &self.text);
-        rebuild(batch, width, |b, row, out| {
-            let value = expr
-                .eval(b, row)
-                .map_err(|e| format!("{text}: {e}"))?
-                .to_text();
-            for col in 0..b.width() {
-                if Some(col) == replace {
-                    out.push(value.as_deref().map(str::as_bytes));
-                } else {
-                    out.push(b.cell(row, col));
+        let mut values = batch::Column::with_rows(batch.len());
+        let mut bad = Vec::new();
+        let mut text = Vec::new();
+        for row in 0..batch.len() {
+            match self.expr.eval(batch, row) {
+                Ok(value) => {
+                    text.clear();
+                    let present = value.write_text(&mut text);
+                    values.push(present.then_some(text.as_slice()));
+                }
+                Err(e) => {
+                    values.push(None);
+                    bad.push((row, format!("{}: {e}", self.text)));
                 }
             }
-            if replace.is_none() {
-                out.push(value.as_deref().map(str::as_bytes));
-            }
-            Ok(())
+        }
+        let replace = self.replace;
+        set_aside(batch, bad, |b| match replace {
+            Some(col) => b.replace_column(col, values),
+            None => b.add_column(values),
         });
         Ok(())
     }

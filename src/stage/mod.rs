@@ -19,7 +19,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_128;
 
-use crate::batch::{Msg, RecordBatch};
+use crate::batch::{Msg, RecordBatch, Reject};
 use crate::checkpoint::Ack;
 use crate::failpoint;
 use crate::fsutil;
@@ -61,6 +61,33 @@ pub trait Stage: Send {
             "stage {} keeps no state, yet a snapshot names it",
             self.name()
         )
+    }
+}
+
+/// Sets rows aside as rejects, encoded as they are now (call before changing columns),
+/// and drops them from the batch.
+pub fn set_aside(
+    batch: &mut RecordBatch,
+    bad: Vec<(usize, String)>,
+    change: impl FnOnce(&mut RecordBatch),
+) {
+    let rejects: Vec<Reject> = bad
+        .iter()
+        .map(|(row, reason)| Reject {
+            input: batch.input(*row),
+            line: batch.line(*row),
+            reason: reason.clone(),
+            record: batch.encode_row(*row),
+        })
+        .collect();
+    change(batch);
+    if !bad.is_empty() {
+        let mut keep = vec![true; batch.len()];
+        for (row, _) in &bad {
+            keep[*row] = false;
+        }
+        batch.retain(&keep);
+        batch.rejects.extend(rejects);
     }
 }
 
