@@ -87,6 +87,32 @@ escaped = [p for p in glob.glob(os.path.join(hostile, "*")) if not p.startswith(
 check("hostile: nothing outside p=... directories but _ingest",
       [os.path.basename(p) for p in escaped], ["_ingest"])
 
+# 3. A pipeline with rejects: DuckDB's glob must see the data and never the rejects.
+messy = os.path.join(work, "messy")
+ingest("--target", messy, "--quiet", "--null-markers", ",NULL", "--cast", "amount=decimal(12,2)",
+       "--cast", "qty=int", "--cast", "ts=timestamp", "--derive", "dt=date(ts)", "--derive", "unit_price=amount / qty",
+       "--filter", "country != 'XX'", "--dedupe-key", "order_id", "--drop", "email", "-p", "dt",
+       "--max-errors", "1000", "--checkpoint-rows", "50", os.path.join(ROOT, "fixtures", "messy"))
+data_rows = reject_rows = 0
+for root, dirs, files in os.walk(messy):
+    rel = os.path.relpath(root, messy)
+    hidden = any(part.startswith(("_", ".")) for part in rel.split(os.sep) if part != ".")
+    for f in files:
+        is_reject = hidden and f.endswith(".csv.rejects")
+        if not is_reject and (hidden or not f.endswith(".csv")):
+            continue
+        with open(os.path.join(root, f), newline="", encoding="utf-8") as fh:
+            n = sum(1 for _ in csv.DictReader(fh))
+        if is_reject:
+            reject_rows += n
+        else:
+            data_rows += n
+got = duckdb.sql(f"SELECT count(*), count(DISTINCT order_id), sum(amount), min(dt) "
+                 f"FROM read_csv('{messy}/**/*.csv', hive_partitioning=true)").fetchall()[0]
+check("pipeline: duckdb reads the data rows and none of the rejects", got[0], data_rows)
+check("pipeline: order ids stay unique after dedupe", got[1], data_rows)
+check("pipeline: some rows were set aside as rejects", reject_rows > 0, True)
+
 if failures:
     print("\n".join(["FAILED " + f for f in failures]))
     sys.exit(1)

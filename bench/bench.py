@@ -16,6 +16,8 @@ faster. Tools:
 
   ingest          --partition-by country, default checkpoint interval (exactly-once on)
   ingest-1ckpt    the same with a single checkpoint for the whole load
+  ingest-pipeline the same with four stages: cast amount and ts, derive dt = date(ts),
+                  drop email, dedupe by order_id
   baseline        bench/baseline.rs: 2 threads, ByteRecord reused, fsync + rename at the
                   end, no journal/checkpoints/recovery ("no guarantees")
   duckdb-csv      DuckDB COPY … TO … (FORMAT csv, PARTITION_BY (country)), 2 threads
@@ -71,6 +73,9 @@ def tools(data, files, out):
     return {
         "ingest": [INGEST, "-q", "-t", out, "-p", "country", data],
         "ingest-1ckpt": [INGEST, "-q", "-t", out, "-p", "country", "--checkpoint-rows", "1000000000000", data],
+        "ingest-pipeline": [INGEST, "-q", "-t", out, "-p", "country", "--cast", "amount=decimal(12,2)",
+                            "--cast", "ts=timestamp", "--derive", "dt=date(ts)", "--drop", "email",
+                            "--dedupe-key", "order_id", data],
         "baseline": [BASELINE, out, "country", *files],
         "duckdb-csv": [PY, "-c", duck, data, out, "csv"],
         "xsv": ["sh", "-c", f"mkdir -p '{out}' && '{XSV}' cat rows {quoted} | '{XSV}' partition country '{out}' -"],
