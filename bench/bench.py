@@ -149,7 +149,7 @@ def recovery(work, mb):
     sh([INGEST, "-q", "-t", out, "--recover"])
     rec = time.perf_counter() - start
     shutil.rmtree(out, ignore_errors=True)
-    interval_rows = 500_000
+    interval_rows = 1_000_000
     return {"full_s": full, "rows": rows, "committed_at_kill": committed, "recover_s": rec,
             "interval_s": full * min(1.0, interval_rows / max(rows, 1))}
 
@@ -177,7 +177,7 @@ def main():
     rec = recovery(args.work, mb)
     print(f"\n## Recovery after SIGKILL at 90% ({mb} MB)\n")
     print(f"full load {rec['full_s']:.2f} s; {rec['committed_at_kill']} of {rec['rows']} rows committed at the kill; "
-          f"--recover took {rec['recover_s']:.2f} s; one checkpoint interval (500,000 rows) takes about "
+          f"--recover took {rec['recover_s']:.2f} s; one checkpoint interval (1,000,000 rows) takes about "
           f"{rec['interval_s']:.2f} s")
 
 

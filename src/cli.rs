@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Parser, ValueEnum};
 
 /// Rows between checkpoints when `--checkpoint-rows` is not given.
-pub const DEFAULT_CHECKPOINT_ROWS: u64 = 500_000;
+pub const DEFAULT_CHECKPOINT_ROWS: u64 = 1_000_000;
 
 /// Load CSV files into a Hive-partitioned table, exactly once.
 ///
@@ -68,7 +68,7 @@ pub struct Cli {
     #[arg(long, value_enum)]
     pub format: Option<Format>,
 
-    /// Rows between checkpoints (each checkpoint publishes its rows atomically) [default: 500000]
+    /// Rows between checkpoints (each checkpoint publishes its rows atomically) [default: 1000000]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub checkpoint_rows: Option<u64>,
 

@@ -89,6 +89,20 @@ pub fn create_new(path: &Path) -> Result<File> {
         .with_context(|| format!("cannot create {}", path.display()))
 }
 
+/// Reopens a staged file to append to it (after the open-file cap closed it).
+pub fn open_append(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot reopen {}", path.display()))
+}
+
+/// Opens a closed staged file again only to fsync it: on Linux an fsync through any
+/// descriptor flushes the file's dirty pages.
+pub fn open_for_sync(path: &Path) -> Result<File> {
+    File::open(path).with_context(|| format!("cannot reopen {} to fsync it", path.display()))
+}
+
 /// Outcome of publishing one staged file.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Published {

@@ -40,3 +40,35 @@ fn two_level_partitions_nest_in_order() {
     assert!(w.path("t/dt=2026-11-28/country=US").is_dir());
     assert!(w.path("t/dt=2026-11-28/country=DE").is_dir());
 }
+
+#[test]
+fn more_partitions_than_open_files_allowed_still_land_exactly_once() {
+    // 600 partitions in one checkpoint exceed the sink's cap of 256 open staged files, so
+    // files are closed and reopened while writing; a crash in between changes nothing.
+    let w = Workdir::new();
+    let mut text = String::from("id,p\n");
+    for i in 0..3000 {
+        text.push_str(&format!("{i},v{}\n", (i * 7919) % 600));
+    }
+    let input = w.write("many.csv", text);
+    let args = [
+        "-t",
+        "t",
+        "-p",
+        "p",
+        "--checkpoint-rows",
+        "1000",
+        "many.csv",
+    ];
+    assert!(crashed(
+        &w.run_failing("checkpoint.complete.after:2", &args)
+    ));
+    assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+    assert_same_rows(
+        table_rows(&w.path("t")),
+        input_rows(&[input]),
+        "600 partitions",
+    );
+    let dirs = std::fs::read_dir(w.path("t")).unwrap().count();
+    assert_eq!(dirs, 601);
+}

@@ -18,7 +18,7 @@
 pub mod partition;
 pub mod pending;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use foldhash::fast::RandomState;
 use std::fs::File;
@@ -55,7 +55,8 @@ struct PartFile {
     staged: PathBuf,
     staged_rel: String,
     dest: String,
-    writer: csv::Writer<File>,
+    /// `None` while the file is closed to stay under the open-file cap.
+    writer: Option<csv::Writer<File>>,
     rows: u64,
 }
 
@@ -71,6 +72,52 @@ struct Transaction {
     /// The rejects file of this checkpoint, once it has a bad row.
     rejects_part: Option<usize>,
     rejects: u64,
+    /// Parts whose file is open, oldest first.
+    open: VecDeque<usize>,
+}
+
+/// Staged files open at once per transaction. A load touching more partitions in one
+/// checkpoint closes the longest-open file and reopens it (appending) when needed, so
+/// 10,000 partitions need neither 10,000 descriptors nor 10,000 write buffers.
+const MAX_OPEN: usize = 256;
+/// The write buffer of a staged file once a checkpoint has many partitions.
+const SMALL_WRITE_BUFFER: usize = 16 * 1024;
+
+impl Transaction {
+    /// The writer of `part`, reopening its file (and closing the oldest) if needed.
+    fn writer(&mut self, part: usize) -> Result<&mut csv::Writer<File>> {
+        if self.parts[part].writer.is_none() {
+            self.make_room()?;
+            let path = &self.parts[part].staged;
+            let file = fsutil::open_append(path)?;
+            self.parts[part].writer = Some(
+                csv::WriterBuilder::new()
+                    .buffer_capacity(SMALL_WRITE_BUFFER)
+                    .from_writer(file),
+            );
+            self.open.push_back(part);
+        }
+        self.parts[part]
+            .writer
+            .as_mut()
+            .context("a staged file's writer vanished")
+    }
+
+    /// Closes the longest-open file when the cap is reached.
+    fn make_room(&mut self) -> Result<()> {
+        while self.open.len() >= MAX_OPEN {
+            let Some(victim) = self.open.pop_front() else {
+                break;
+            };
+            let part = &mut self.parts[victim];
+            if let Some(mut writer) = part.writer.take() {
+                writer.flush().with_context(|| {
+                    format!("cannot write staged file {}", part.staged.display())
+                })?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Where bad rows go, and how many may.
@@ -175,10 +222,13 @@ impl CsvSink {
                 Some(&i) => i,
                 None => self.open_part(batch, row)?,
             };
-            let part = &mut self.txn.parts[part];
             // Nulls are written as empty fields: CSV has no other spelling for them.
-            part.writer
-                .write_record(self.body_cols.iter().map(|&c| batch.field(row, c)))
+            let written = self
+                .txn
+                .writer(part)?
+                .write_record(self.body_cols.iter().map(|&c| batch.field(row, c)));
+            let part = &mut self.txn.parts[part];
+            written
                 .with_context(|| format!("cannot write staged file {}", part.staged.display()))?;
             part.rows += 1;
         }
@@ -234,14 +284,14 @@ impl CsvSink {
         for reject in &batch.rejects {
             let file = input_name(reject.input);
             let line = reject.line.to_string();
+            let written = self.txn.writer(part)?.write_record([
+                file.as_bytes(),
+                line.as_bytes(),
+                reject.reason.as_bytes(),
+                &reject.record,
+            ]);
             let part = &mut self.txn.parts[part];
-            part.writer
-                .write_record([
-                    file.as_bytes(),
-                    line.as_bytes(),
-                    reject.reason.as_bytes(),
-                    &reject.record,
-                ])
+            written
                 .with_context(|| format!("cannot write staged file {}", part.staged.display()))?;
             part.rows += 1;
         }
@@ -303,9 +353,15 @@ impl CsvSink {
             self.run_id,
             crate::table::checkpoint_dir_name(txn.checkpoint)
         );
+        txn.make_room()?;
         let file = fsutil::create_new(&staged)?;
+        let buffer = if txn.parts.len() < 64 {
+            WRITE_BUFFER
+        } else {
+            SMALL_WRITE_BUFFER
+        };
         let mut writer = csv::WriterBuilder::new()
-            .buffer_capacity(WRITE_BUFFER)
+            .buffer_capacity(buffer)
             .from_writer(file);
         writer
             .write_record(header)
@@ -314,9 +370,10 @@ impl CsvSink {
             staged,
             staged_rel,
             dest,
-            writer,
+            writer: Some(writer),
             rows: 0,
         });
+        txn.open.push_back(txn.parts.len() - 1);
         Ok(txn.parts.len() - 1)
     }
 
@@ -337,11 +394,17 @@ impl CsvSink {
         }
         let mut files = Vec::with_capacity(txn.parts.len());
         for part in txn.parts {
-            let file = part
-                .writer
-                .into_inner()
-                .map_err(|e| anyhow::Error::new(e.into_error()))
-                .with_context(|| format!("cannot write staged file {}", part.staged.display()))?;
+            let file = match part.writer {
+                Some(writer) => Some(
+                    writer
+                        .into_inner()
+                        .map_err(|e| anyhow::Error::new(e.into_error()))
+                        .with_context(|| {
+                            format!("cannot write staged file {}", part.staged.display())
+                        })?,
+                ),
+                None => None,
+            };
             let staged = StagedFile {
                 staged: part.staged_rel,
                 dest: part.dest,
@@ -370,7 +433,8 @@ impl CsvSink {
 #[derive(Debug)]
 pub struct PreCommitted {
     dir: PathBuf,
-    files: Vec<(File, PathBuf, StagedFile)>,
+    /// Each staged file, still open unless the open-file cap closed it.
+    files: Vec<(Option<File>, PathBuf, StagedFile)>,
     /// Rows written in the transaction.
     pub rows: u64,
     /// Bad rows written to its rejects file.
@@ -383,6 +447,10 @@ impl PreCommitted {
     pub fn make_durable(self) -> Result<Vec<StagedFile>> {
         let mut out = Vec::with_capacity(self.files.len());
         for (file, path, mut staged) in self.files {
+            let file = match file {
+                Some(file) => file,
+                None => fsutil::open_for_sync(&path)?,
+            };
             // Survives: a power cut after CheckpointComplete names this file.
             fsutil::sync_file(&file, &path)?;
             staged.size = file
@@ -410,6 +478,7 @@ impl Transaction {
             rows: 0,
             rejects_part: None,
             rejects: 0,
+            open: VecDeque::new(),
         }
     }
 }
