@@ -87,6 +87,17 @@ escaped = [p for p in glob.glob(os.path.join(hostile, "*")) if not p.startswith(
 check("hostile: nothing outside p=... directories but _ingest",
       [os.path.basename(p) for p in escaped], ["_ingest"])
 
+# 2b. JSON lines output reads back in DuckDB with typed numbers.
+jsonl = os.path.join(work, "jsonl")
+ingest("--target", jsonl, "--format", "jsonl", "--partition-by", "dt", "--cast", "order_id=int",
+       "--cast", "amount=decimal(12,2)", "--quiet", os.path.join(ROOT, "fixtures", "orders"))
+all_rows = [r for p in sorted(glob.glob(os.path.join(ROOT, "fixtures", "orders", "*"))) for r in rows_of(p)]
+got = duckdb.sql(f"SELECT count(*), round(sum(amount), 2), typeof(any_value(order_id)) "
+                 f"FROM read_json('{jsonl}/**/*.jsonl', hive_partitioning=true)").fetchall()[0]
+check("jsonl: row count", got[0], len(all_rows))
+check("jsonl: sum(amount)", decimal.Decimal(str(got[1])), sum(decimal.Decimal(r["amount"]) for r in all_rows))
+check("jsonl: order_id is a number", got[2], "BIGINT")
+
 # 3. A pipeline with rejects: DuckDB's glob must see the data and never the rejects.
 messy = os.path.join(work, "messy")
 ingest("--target", messy, "--quiet", "--null-markers", ",NULL", "--cast", "amount=decimal(12,2)",

@@ -214,15 +214,10 @@ impl Command {
             ));
         }
         let format = cli.format.or(file.format).unwrap_or(Format::Csv);
-        if format != Format::Csv {
-            return Err(usage(format!(
-                "--format {} is not available yet; this build writes csv",
-                if format == Format::Jsonl {
-                    "jsonl"
-                } else {
-                    "parquet"
-                }
-            )));
+        if format == Format::Parquet {
+            return Err(usage(
+                "--format parquet is not available yet; this build writes csv and jsonl",
+            ));
         }
         let partition_by = if cli.partition_by.is_empty() {
             file.partition_by.clone()

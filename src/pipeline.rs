@@ -17,7 +17,7 @@ use crate::fsutil;
 use crate::journal::{Checkpoint, Journal, RunStarted};
 use crate::progress::Counters;
 use crate::schema::Schema;
-use crate::sink::{self, CsvSink, Rejects};
+use crate::sink::{self, Rejects, TableSink};
 use crate::source::{self, SourcePlan};
 use crate::stage::spec::{self, RunContext};
 use crate::stage::{self, SnapshotRef, SnapshotStore, Stage};
@@ -65,15 +65,16 @@ fn build_stages(spec: &Spec) -> Result<(Vec<IdentifiedStage>, Schema)> {
     Ok((stages, schema))
 }
 
-fn sink_for(spec: &Spec, schema: &Schema, first_checkpoint: u64) -> Result<CsvSink> {
+fn sink_for(spec: &Spec, schema: &Schema, first_checkpoint: u64) -> Result<TableSink> {
     let run = spec.run;
     let rejects_before = spec.resume.map_or(0, |_| spec.rejects_before);
-    CsvSink::new(
+    TableSink::new(
         spec.layout,
         &run.run_id,
         schema,
         &run.options.partition_by,
         first_checkpoint,
+        run.options.format,
         Rejects {
             inputs: run.inputs.iter().map(|i| i.path.clone()).collect(),
             max: spec.max_errors,

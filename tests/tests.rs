@@ -6,6 +6,7 @@ mod util;
 mod crash;
 mod durability;
 mod errors;
+mod formats;
 mod jobs;
 mod load;
 mod operator;

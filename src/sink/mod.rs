@@ -15,6 +15,7 @@
 //! The four primitives (stage, make durable, publish, discard) are the seam where an
 //! object-store implementation would plug in multipart uploads.
 
+pub mod encode;
 pub mod partition;
 pub mod pending;
 
@@ -30,11 +31,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::batch::{Barrier, Msg, RecordBatch};
 use crate::checkpoint::Ack;
+use crate::cli::Format;
 use crate::failpoint;
 use crate::fsutil;
 use crate::journal::Checkpoint;
 use crate::schema::Schema;
 use crate::table::JobLayout;
+use encode::{Encoder, Layout};
 
 /// Suffix of staged files: matches no reader's glob for a committed extension.
 pub const STAGED_SUFFIX: &str = ".inprogress";
@@ -56,7 +59,8 @@ struct PartFile {
     staged_rel: String,
     dest: String,
     /// `None` while the file is closed to stay under the open-file cap.
-    writer: Option<csv::Writer<File>>,
+    writer: Option<Encoder>,
+    format: Format,
     rows: u64,
 }
 
@@ -85,16 +89,16 @@ const SMALL_WRITE_BUFFER: usize = 16 * 1024;
 
 impl Transaction {
     /// The writer of `part`, reopening its file (and closing the oldest) if needed.
-    fn writer(&mut self, part: usize) -> Result<&mut csv::Writer<File>> {
+    fn writer(&mut self, part: usize) -> Result<&mut Encoder> {
         if self.parts[part].writer.is_none() {
             self.make_room()?;
             let path = &self.parts[part].staged;
             let file = fsutil::open_append(path)?;
-            self.parts[part].writer = Some(
-                csv::WriterBuilder::new()
-                    .buffer_capacity(SMALL_WRITE_BUFFER)
-                    .from_writer(file),
-            );
+            self.parts[part].writer = Some(Encoder::new(
+                self.parts[part].format,
+                file,
+                SMALL_WRITE_BUFFER,
+            ));
             self.open.push_back(part);
         }
         self.parts[part]
@@ -134,13 +138,13 @@ pub struct Rejects {
 /// The rejects file's columns.
 const REJECTS_HEADER: [&str; 4] = ["source_file", "line", "reason", "record"];
 
-/// Writes records into per-checkpoint transactions of CSV part files.
-pub struct CsvSink {
+/// Writes records into per-checkpoint transactions of part files.
+pub struct TableSink {
     layout: JobLayout,
     run_id: String,
     partition_cols: Vec<(usize, String)>,
-    body_cols: Vec<usize>,
-    header: Vec<String>,
+    layout_cols: Layout,
+    format: Format,
     txn: Transaction,
     key: Vec<u8>,
     dir_name: String,
@@ -149,7 +153,7 @@ pub struct CsvSink {
     rejects_total: u64,
 }
 
-impl CsvSink {
+impl TableSink {
     /// A sink for `schema`, partitioned by `partition_by`, starting at `first_checkpoint`.
     pub fn new(
         layout: &JobLayout,
@@ -157,8 +161,9 @@ impl CsvSink {
         schema: &Schema,
         partition_by: &[String],
         first_checkpoint: u64,
+        format: Format,
         rejects: Rejects,
-    ) -> Result<CsvSink> {
+    ) -> Result<TableSink> {
         let columns = schema.names();
         let mut partition_cols = Vec::new();
         // Inputs with no header at all (empty files) have no columns and write nothing.
@@ -184,14 +189,15 @@ impl CsvSink {
                 "every column is a partition column; at least one column must remain in the files"
             );
         }
-        let header = body_cols.iter().map(|&i| columns[i].clone()).collect();
+        let names = body_cols.iter().map(|&i| columns[i].clone()).collect();
+        let types: Vec<_> = body_cols.iter().map(|&i| schema.columns[i].ty).collect();
         let rejects_total = rejects.before;
-        Ok(CsvSink {
+        Ok(TableSink {
             layout: layout.clone(),
             run_id: run_id.to_string(),
             partition_cols,
-            body_cols,
-            header,
+            layout_cols: Layout::new(body_cols, names, &types),
+            format,
             txn: Transaction::new(layout, run_id, first_checkpoint),
             key: Vec::new(),
             dir_name: String::new(),
@@ -222,11 +228,10 @@ impl CsvSink {
                 Some(&i) => i,
                 None => self.open_part(batch, row)?,
             };
-            // Nulls are written as empty fields: CSV has no other spelling for them.
             let written = self
                 .txn
                 .writer(part)?
-                .write_record(self.body_cols.iter().map(|&c| batch.field(row, c)));
+                .write_row(&self.layout_cols, batch, row);
             let part = &mut self.txn.parts[part];
             written
                 .with_context(|| format!("cannot write staged file {}", part.staged.display()))?;
@@ -276,7 +281,7 @@ impl CsvSink {
                 // `.csv.rejects`: CSV inside, but no reader's `**/*.csv` glob (DuckDB's
                 // descends into `_` directories) mistakes it for table data.
                 let dest = format!("_rejects/{}/{name}", self.layout.job);
-                let part = self.open_file(name, dest, &REJECTS_HEADER)?;
+                let part = self.open_file(name, dest, Format::Csv, &REJECTS_HEADER)?;
                 self.txn.rejects_part = Some(part);
                 part
             }
@@ -284,12 +289,13 @@ impl CsvSink {
         for reject in &batch.rejects {
             let file = input_name(reject.input);
             let line = reject.line.to_string();
-            let written = self.txn.writer(part)?.write_record([
+            let cells = [
                 file.as_bytes(),
                 line.as_bytes(),
                 reject.reason.as_bytes(),
                 &reject.record,
-            ]);
+            ];
+            let written = self.txn.writer(part)?.write_cells(&cells);
             let part = &mut self.txn.parts[part];
             written
                 .with_context(|| format!("cannot write staged file {}", part.staged.display()))?;
@@ -309,20 +315,25 @@ impl CsvSink {
                 .with_context(|| format!("input line {}", batch.line(row)))?;
         }
         let file_name = format!(
-            "part-{}-{}-{:06}-{:05}.csv",
+            "part-{}-{}-{:06}-{:05}.{}",
             self.layout.job,
             self.run_id,
             self.txn.checkpoint,
-            self.txn.parts.len()
+            self.txn.parts.len(),
+            if self.format == Format::Jsonl {
+                "jsonl"
+            } else {
+                "csv"
+            }
         );
         let dest = if self.dir_name.is_empty() {
             file_name.clone()
         } else {
             format!("{}/{file_name}", self.dir_name)
         };
-        let header = std::mem::take(&mut self.header);
-        let opened = self.open_file(file_name, dest, &header);
-        self.header = header;
+        let header = std::mem::take(&mut self.layout_cols.header);
+        let opened = self.open_file(file_name, dest, self.format, &header);
+        self.layout_cols.header = header;
         let seq = opened?;
         self.txn.by_key.insert(self.key.clone(), seq);
         Ok(seq)
@@ -334,6 +345,7 @@ impl CsvSink {
         &mut self,
         file_name: String,
         dest: String,
+        format: Format,
         header: &[H],
     ) -> Result<usize> {
         let txn = &mut self.txn;
@@ -360,17 +372,16 @@ impl CsvSink {
         } else {
             SMALL_WRITE_BUFFER
         };
-        let mut writer = csv::WriterBuilder::new()
-            .buffer_capacity(buffer)
-            .from_writer(file);
+        let mut writer = Encoder::new(format, file, buffer);
         writer
-            .write_record(header)
+            .start(header)
             .with_context(|| format!("cannot write staged file {}", staged.display()))?;
         txn.parts.push(PartFile {
             staged,
             staged_rel,
             dest,
             writer: Some(writer),
+            format,
             rows: 0,
         });
         txn.open.push_back(txn.parts.len() - 1);
@@ -395,14 +406,9 @@ impl CsvSink {
         let mut files = Vec::with_capacity(txn.parts.len());
         for part in txn.parts {
             let file = match part.writer {
-                Some(writer) => Some(
-                    writer
-                        .into_inner()
-                        .map_err(|e| anyhow::Error::new(e.into_error()))
-                        .with_context(|| {
-                            format!("cannot write staged file {}", part.staged.display())
-                        })?,
-                ),
+                Some(writer) => Some(writer.into_file().with_context(|| {
+                    format!("cannot write staged file {}", part.staged.display())
+                })?),
                 None => None,
             };
             let staged = StagedFile {
@@ -485,7 +491,7 @@ impl Transaction {
 
 /// Runs the sink until the final barrier. On an early end (upstream failed) or its own
 /// failure (say, ENOSPC) it aborts the open transaction, freeing its space at once.
-pub fn run(mut sink: CsvSink, input: Receiver<Msg>, acks: Sender<Ack>) -> Result<()> {
+pub fn run(mut sink: TableSink, input: Receiver<Msg>, acks: Sender<Ack>) -> Result<()> {
     let outcome = (|| {
         for msg in input {
             match msg {
