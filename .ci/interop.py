@@ -98,6 +98,15 @@ check("jsonl: row count", got[0], len(all_rows))
 check("jsonl: sum(amount)", decimal.Decimal(str(got[1])), sum(decimal.Decimal(r["amount"]) for r in all_rows))
 check("jsonl: order_id is a number", got[2], "BIGINT")
 
+# 2c. Compressed outputs, cut into small files: DuckDB reads them by extension.
+for fmt, comp, reader in [("csv", "gzip", "read_csv"), ("jsonl", "zstd", "read_json")]:
+    out = os.path.join(work, f"{fmt}-{comp}")
+    ingest("--target", out, "--format", fmt, "--compression", comp, "--target-file-size", "4K",
+           "--partition-by", "dt", "--quiet", os.path.join(ROOT, "fixtures", "orders"))
+    ext = {"gzip": "gz", "zstd": "zst"}[comp]
+    got = duckdb.sql(f"SELECT count(*) FROM {reader}('{out}/**/*.{fmt}.{ext}', hive_partitioning=true)").fetchall()[0][0]
+    check(f"{fmt}.{ext}: row count", got, len(all_rows))
+
 # 3. A pipeline with rejects: DuckDB's glob must see the data and never the rejects.
 messy = os.path.join(work, "messy")
 ingest("--target", messy, "--quiet", "--null-markers", ",NULL", "--cast", "amount=decimal(12,2)",

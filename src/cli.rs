@@ -68,6 +68,14 @@ pub struct Cli {
     #[arg(long, value_enum)]
     pub format: Option<Format>,
 
+    /// Compress data files (.csv.gz, .jsonl.zst, …) [default: none]
+    #[arg(long, value_enum)]
+    pub compression: Option<crate::sink::encode::Compression>,
+
+    /// Start a new part file once one reaches about SIZE bytes (e.g. 128M)
+    #[arg(long, value_name = "SIZE")]
+    pub target_file_size: Option<String>,
+
     /// Rows between checkpoints (each checkpoint publishes its rows atomically) [default: 1000000]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub checkpoint_rows: Option<u64>,
@@ -175,7 +183,9 @@ pub struct Cli {
 }
 
 /// Flags that only make sense for a load.
-const LOAD_ONLY: [&str; 19] = [
+const LOAD_ONLY: [&str; 21] = [
+    "compression",
+    "target_file_size",
     "inputs",
     "reload",
     "delimiter",

@@ -11,6 +11,7 @@ use crate::cli::{Cli, Format, ProgressMode, DEFAULT_CHECKPOINT_ROWS};
 use crate::exit::UsageError;
 use crate::jobfile::{self, JobFile, SchemaSpec};
 use crate::schema::ColumnType;
+use crate::sink::encode::Compression;
 use crate::stage::spec::StageSpec;
 
 /// What the command line asks for.
@@ -69,6 +70,12 @@ pub struct RunOptions {
     /// The transform stages, in order.
     #[serde(default)]
     pub stages: Vec<StageSpec>,
+    /// Compression of the data files.
+    #[serde(default)]
+    pub compression: Compression,
+    /// Part files are cut at about this many bytes.
+    #[serde(default)]
+    pub target_file_size: Option<u64>,
 }
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
@@ -257,8 +264,51 @@ impl Command {
                 max_errors: cli.max_errors.or(file.max_errors).unwrap_or(0),
                 schema: file.schema,
                 stages,
+                compression: cli.compression.or(file.compression).unwrap_or_default(),
+                target_file_size: match cli
+                    .target_file_size
+                    .as_deref()
+                    .or(file.target_file_size.as_deref())
+                {
+                    Some(size) => Some(parse_size(size)?),
+                    None => None,
+                },
             },
         }))
+    }
+}
+
+/// Reads a size like `134217728`, `512K`, `128M` or `1G` (powers of 1024).
+fn parse_size(text: &str) -> Result<u64> {
+    let t = text.trim();
+    let (digits, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => t.split_at(i),
+        None => (t, ""),
+    };
+    let scale: u64 = match unit
+        .trim()
+        .to_ascii_uppercase()
+        .trim_end_matches('B')
+        .trim_end_matches('I')
+    {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        _ => {
+            return Err(usage(format!(
+                "--target-file-size {text:?}: write a number of bytes, or 512K, 128M, 1G"
+            )))
+        }
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| usage(format!("--target-file-size {text:?} is not a size")))?;
+    match n.checked_mul(scale) {
+        Some(size) if size >= 1024 => Ok(size),
+        _ => Err(usage(format!(
+            "--target-file-size {text:?}: use at least 1K"
+        ))),
     }
 }
 
@@ -312,6 +362,16 @@ fn check_job_name(job: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("128M").unwrap(), 128 << 20);
+        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
+        assert_eq!(parse_size("512k").unwrap(), 512 << 10);
+        assert!(parse_size("12X").is_err());
+        assert!(parse_size("10").is_err());
+    }
 
     #[test]
     fn delimiters() {

@@ -120,6 +120,8 @@ pub struct JobFile {
     pub checkpoint_rows: Option<u64>,
     pub max_errors: Option<u64>,
     pub format: Option<Format>,
+    pub compression: Option<crate::sink::encode::Compression>,
+    pub target_file_size: Option<String>,
     #[serde(default)]
     pub dedupe_key: Vec<String>,
     pub schema: Option<SchemaSpec>,

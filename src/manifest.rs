@@ -109,7 +109,7 @@ impl Manifest {
         if entry.fingerprint.same_metadata(input) {
             return Ok(Status::Loaded);
         }
-        if entry.fingerprint.size == input.size || input.path.ends_with(".gz") {
+        if entry.fingerprint.size == input.size || reader::is_compressed(&input.path) {
             let hash = reader::hash_input(Path::new(&input.path))?;
             if hash_hex(hash) == entry.hash {
                 return Ok(Status::Loaded);

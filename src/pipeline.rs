@@ -17,7 +17,7 @@ use crate::fsutil;
 use crate::journal::{Checkpoint, Journal, RunStarted};
 use crate::progress::Counters;
 use crate::schema::Schema;
-use crate::sink::{self, Rejects, TableSink};
+use crate::sink::{self, Output, Rejects, TableSink};
 use crate::source::{self, SourcePlan};
 use crate::stage::spec::{self, RunContext};
 use crate::stage::{self, SnapshotRef, SnapshotStore, Stage};
@@ -74,7 +74,11 @@ fn sink_for(spec: &Spec, schema: &Schema, first_checkpoint: u64) -> Result<Table
         schema,
         &run.options.partition_by,
         first_checkpoint,
-        run.options.format,
+        Output {
+            format: run.options.format,
+            compression: run.options.compression,
+            target_file_size: run.options.target_file_size,
+        },
         Rejects {
             inputs: run.inputs.iter().map(|i| i.path.clone()).collect(),
             max: spec.max_errors,

@@ -122,3 +122,85 @@ fn parquet_is_refused_clearly_until_it_exists() {
         stderr(&out)
     );
 }
+
+#[test]
+fn gzip_output_with_small_files_survives_a_crash_mid_commit() {
+    let w = Workdir::new();
+    let orders = w.fixture("orders");
+    let args = [
+        "-t",
+        "t",
+        "-p",
+        "dt",
+        "--compression",
+        "gzip",
+        "--target-file-size",
+        "2K",
+        "--checkpoint-rows",
+        "200",
+        "orders",
+    ];
+    assert!(crashed(&w.run_failing("commit.mid:2", &args)));
+    assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+    assert_same_rows(
+        table_rows(&w.path("t")),
+        input_rows(&[orders]),
+        "gzip output",
+    );
+    let mut files = 0;
+    for dir in std::fs::read_dir(w.path("t")).unwrap() {
+        let dir = dir.unwrap().path();
+        if dir.file_name().unwrap().to_string_lossy().starts_with('_') {
+            continue;
+        }
+        for f in std::fs::read_dir(&dir).unwrap() {
+            let f = f.unwrap().path();
+            assert!(f.to_string_lossy().ends_with(".csv.gz"), "{f:?}");
+            // Capped at 2 KiB reaching the file, plus what the writer still buffered.
+            assert!(
+                std::fs::metadata(&f).unwrap().len() < 2048 + 64 * 1024,
+                "{f:?}"
+            );
+            files += 1;
+        }
+    }
+    assert!(files > 8, "the size cap made only {files} files");
+}
+
+#[test]
+fn zstd_inputs_and_outputs_round_trip() {
+    let w = Workdir::new();
+    let plain = w.write(
+        "in/orders.csv",
+        std::fs::read(fixtures().join("orders/2026-11-26.csv")).unwrap(),
+    );
+    let compressed = zstd::encode_all(std::fs::read(&plain).unwrap().as_slice(), 3).unwrap();
+    std::fs::remove_file(&plain).unwrap();
+    w.write("in/orders.csv.zst", compressed);
+    let args = [
+        "-t",
+        "t",
+        "--format",
+        "jsonl",
+        "--compression",
+        "zstd",
+        "--checkpoint-rows",
+        "50",
+        "in",
+    ];
+    assert!(crashed(
+        &w.run_failing("checkpoint.complete.after:3", &args)
+    ));
+    assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+    let mut rows = 0;
+    for f in std::fs::read_dir(w.path("t")).unwrap() {
+        let f = f.unwrap().path();
+        if f.to_string_lossy().ends_with(".jsonl.zst") {
+            let text =
+                String::from_utf8(zstd::decode_all(std::fs::File::open(&f).unwrap()).unwrap())
+                    .unwrap();
+            rows += text.lines().count();
+        }
+    }
+    assert_eq!(rows, 300);
+}

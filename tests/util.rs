@@ -217,6 +217,12 @@ pub fn hive_unescape(value: &str) -> String {
     String::from_utf8(out).unwrap()
 }
 
+/// A committed CSV data file, plain or compressed.
+pub fn is_csv_data(path: &Path) -> bool {
+    let name = path.to_string_lossy();
+    name.ends_with(".csv") || name.ends_with(".csv.gz") || name.ends_with(".csv.zst")
+}
+
 /// Every committed row of a table, as readers see it: `*.csv` files outside hidden
 /// paths, partition columns restored from `COL=VALUE` directories.
 pub fn table_rows(table: &Path) -> Vec<Row> {
@@ -226,7 +232,7 @@ pub fn table_rows(table: &Path) -> Vec<Row> {
     }
     for file in walk(table) {
         let rel = file.strip_prefix(table).unwrap();
-        if hidden(rel) || file.extension().is_none_or(|e| e != "csv") {
+        if hidden(rel) || !is_csv_data(&file) {
             continue;
         }
         let mut partition = Row::new();
@@ -252,7 +258,12 @@ pub fn visible_debris(table: &Path) -> Vec<PathBuf> {
         .into_iter()
         .filter(|f| {
             let rel = f.strip_prefix(table).unwrap();
-            !hidden(rel) && f.extension().is_none_or(|e| e != "csv")
+            let name = f.to_string_lossy();
+            !hidden(rel)
+                && !is_csv_data(f)
+                && !name.ends_with(".jsonl")
+                && !name.ends_with(".jsonl.gz")
+                && !name.ends_with(".jsonl.zst")
         })
         .collect()
 }

@@ -63,24 +63,147 @@ impl Layout {
     }
 }
 
+/// Output compression of data files.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    /// Plain files
+    #[default]
+    None,
+    /// gzip (`.gz`)
+    Gzip,
+    /// Zstandard (`.zst`)
+    Zstd,
+}
+
+impl Compression {
+    /// The suffix after the format's extension.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Compression::None => "",
+            Compression::Gzip => ".gz",
+            Compression::Zstd => ".zst",
+        }
+    }
+}
+
+/// The file under the encoder, counting the bytes that reach it (for
+/// `--target-file-size`, which therefore counts compressed bytes).
+pub struct Counted {
+    file: File,
+    written: u64,
+}
+
+impl Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// The byte stream of a staged file: plain or compressed. Reopening a closed file for
+/// appending starts a new gzip member or zstd frame; readers decode concatenations.
+pub enum Out {
+    Plain(Counted),
+    Gzip(flate2::write::GzEncoder<Counted>),
+    Zstd(zstd::stream::write::Encoder<'static, Counted>),
+}
+
+impl Out {
+    fn new(file: File, compression: Compression) -> Result<Out> {
+        let counted = Counted { file, written: 0 };
+        Ok(match compression {
+            Compression::None => Out::Plain(counted),
+            Compression::Gzip => Out::Gzip(flate2::write::GzEncoder::new(
+                counted,
+                flate2::Compression::default(),
+            )),
+            Compression::Zstd => Out::Zstd(zstd::stream::write::Encoder::new(counted, 3)?),
+        })
+    }
+
+    fn written(&self) -> u64 {
+        match self {
+            Out::Plain(c) => c.written,
+            Out::Gzip(g) => g.get_ref().written,
+            Out::Zstd(z) => z.get_ref().written,
+        }
+    }
+
+    /// Ends the compressed stream (its trailer) and hands back the file.
+    fn finish(self) -> std::io::Result<File> {
+        Ok(match self {
+            Out::Plain(c) => c.file,
+            Out::Gzip(g) => g.finish()?.file,
+            Out::Zstd(z) => z.finish()?.file,
+        })
+    }
+}
+
+impl Write for Out {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Out::Plain(c) => c.write(buf),
+            Out::Gzip(g) => g.write(buf),
+            Out::Zstd(z) => z.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Out::Plain(c) => c.flush(),
+            Out::Gzip(g) => g.flush(),
+            Out::Zstd(z) => z.flush(),
+        }
+    }
+}
+
 /// A staged file's encoder.
 pub enum Encoder {
     /// Boxed: the CSV writer's state is ten times the size of a `BufWriter`.
-    Csv(Box<csv::Writer<File>>),
-    Json(BufWriter<File>),
+    Csv(Box<csv::Writer<Out>>),
+    Json(BufWriter<Out>),
 }
 
 impl Encoder {
     /// An encoder writing `format` to `file` with a `buffer`-byte write buffer.
-    pub fn new(format: Format, file: File, buffer: usize) -> Encoder {
-        match format {
-            Format::Jsonl => Encoder::Json(BufWriter::with_capacity(buffer, file)),
-            _ => {
-                let writer = csv::WriterBuilder::new()
+    pub fn new(
+        format: Format,
+        compression: Compression,
+        file: File,
+        buffer: usize,
+    ) -> Result<Encoder> {
+        let out = Out::new(file, compression)?;
+        Ok(match format {
+            Format::Jsonl => Encoder::Json(BufWriter::with_capacity(buffer, out)),
+            _ => Encoder::Csv(Box::new(
+                csv::WriterBuilder::new()
                     .buffer_capacity(buffer)
-                    .from_writer(file);
-                Encoder::Csv(Box::new(writer))
-            }
+                    .from_writer(out),
+            )),
+        })
+    }
+
+    /// Bytes that reached the file so far (the encoder's own buffer not counted).
+    pub fn written(&self) -> u64 {
+        match self {
+            Encoder::Csv(w) => w.get_ref().written(),
+            Encoder::Json(w) => w.get_ref().written(),
         }
     }
 
@@ -139,16 +262,17 @@ impl Encoder {
         }
     }
 
-    /// Flushes and hands back the file.
+    /// Flushes, ends the compressed stream, and hands back the file.
     pub fn into_file(self) -> Result<File> {
-        Ok(match self {
-            Encoder::Csv(w) => w
+        let out = match self {
+            Encoder::Csv(w) => (*w)
                 .into_inner()
                 .map_err(|e| anyhow::Error::new(e.into_error()))?,
             Encoder::Json(w) => w
                 .into_inner()
                 .map_err(|e| anyhow::Error::new(e.into_error()))?,
-        })
+        };
+        Ok(out.finish()?)
     }
 }
 
@@ -170,7 +294,13 @@ mod tests {
             ["int", "string", "decimal(5,2)", "bool"].map(|t| t.parse::<ColumnType>().unwrap());
         let names = ["id", "note", "amount", "ok"].map(String::from).to_vec();
         let layout = Layout::new(vec![0, 1, 2, 3], names, &types);
-        let mut enc = Encoder::new(Format::Jsonl, File::create(&path).unwrap(), 1024);
+        let mut enc = Encoder::new(
+            Format::Jsonl,
+            Compression::None,
+            File::create(&path).unwrap(),
+            1024,
+        )
+        .unwrap();
         enc.start(&layout.header).unwrap();
         enc.write_row(&layout, &b, 0).unwrap();
         enc.into_file().unwrap();
@@ -181,5 +311,41 @@ mod tests {
         );
         let parsed: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
         assert_eq!(parsed["id"], 7);
+    }
+
+    #[test]
+    fn compressed_files_reopened_for_appending_decode_whole() {
+        use std::io::Read;
+        let dir = tempfile::tempdir().unwrap();
+        for (compression, name) in [
+            (Compression::Gzip, "x.csv.gz"),
+            (Compression::Zstd, "x.csv.zst"),
+        ] {
+            let path = dir.path().join(name);
+            let mut enc =
+                Encoder::new(Format::Csv, compression, File::create(&path).unwrap(), 64).unwrap();
+            enc.start(&["a"]).unwrap();
+            enc.write_cells(&[b"1"]).unwrap();
+            enc.into_file().unwrap();
+            let file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .unwrap();
+            let mut enc = Encoder::new(Format::Csv, compression, file, 64).unwrap();
+            enc.write_cells(&[b"2"]).unwrap();
+            enc.into_file().unwrap();
+            let raw = std::fs::read(&path).unwrap();
+            let mut text = String::new();
+            match compression {
+                Compression::Gzip => flate2::read::MultiGzDecoder::new(&raw[..])
+                    .read_to_string(&mut text)
+                    .unwrap(),
+                _ => zstd::stream::read::Decoder::new(&raw[..])
+                    .unwrap()
+                    .read_to_string(&mut text)
+                    .unwrap(),
+            };
+            assert_eq!(text, "a\n1\n2\n", "{name}");
+        }
     }
 }

@@ -37,7 +37,7 @@ use crate::fsutil;
 use crate::journal::Checkpoint;
 use crate::schema::Schema;
 use crate::table::JobLayout;
-use encode::{Encoder, Layout};
+use encode::{Compression, Encoder, Layout};
 
 /// Suffix of staged files: matches no reader's glob for a committed extension.
 pub const STAGED_SUFFIX: &str = ".inprogress";
@@ -61,6 +61,7 @@ struct PartFile {
     /// `None` while the file is closed to stay under the open-file cap.
     writer: Option<Encoder>,
     format: Format,
+    compression: Compression,
     rows: u64,
 }
 
@@ -94,11 +95,9 @@ impl Transaction {
             self.make_room()?;
             let path = &self.parts[part].staged;
             let file = fsutil::open_append(path)?;
-            self.parts[part].writer = Some(Encoder::new(
-                self.parts[part].format,
-                file,
-                SMALL_WRITE_BUFFER,
-            ));
+            let (format, compression) = (self.parts[part].format, self.parts[part].compression);
+            self.parts[part].writer =
+                Some(Encoder::new(format, compression, file, SMALL_WRITE_BUFFER)?);
             self.open.push_back(part);
         }
         self.parts[part]
@@ -114,14 +113,25 @@ impl Transaction {
                 break;
             };
             let part = &mut self.parts[victim];
-            if let Some(mut writer) = part.writer.take() {
-                writer.flush().with_context(|| {
+            if let Some(writer) = part.writer.take() {
+                // Ends a compressed stream properly (a gzip member, a zstd frame); the
+                // reopened file appends the next one.
+                writer.into_file().with_context(|| {
                     format!("cannot write staged file {}", part.staged.display())
                 })?;
             }
         }
         Ok(())
     }
+}
+
+/// How data files are written.
+#[derive(Debug, Clone, Copy)]
+pub struct Output {
+    pub format: Format,
+    pub compression: Compression,
+    /// Start a new part file once one reaches this many bytes on disk.
+    pub target_file_size: Option<u64>,
 }
 
 /// Where bad rows go, and how many may.
@@ -145,6 +155,7 @@ pub struct TableSink {
     partition_cols: Vec<(usize, String)>,
     layout_cols: Layout,
     format: Format,
+    output: Output,
     txn: Transaction,
     key: Vec<u8>,
     dir_name: String,
@@ -161,7 +172,7 @@ impl TableSink {
         schema: &Schema,
         partition_by: &[String],
         first_checkpoint: u64,
-        format: Format,
+        output: Output,
         rejects: Rejects,
     ) -> Result<TableSink> {
         let columns = schema.names();
@@ -197,7 +208,8 @@ impl TableSink {
             run_id: run_id.to_string(),
             partition_cols,
             layout_cols: Layout::new(body_cols, names, &types),
-            format,
+            format: output.format,
+            output,
             txn: Transaction::new(layout, run_id, first_checkpoint),
             key: Vec::new(),
             dir_name: String::new(),
@@ -281,7 +293,12 @@ impl TableSink {
                 // `.csv.rejects`: CSV inside, but no reader's `**/*.csv` glob (DuckDB's
                 // descends into `_` directories) mistakes it for table data.
                 let dest = format!("_rejects/{}/{name}", self.layout.job);
-                let part = self.open_file(name, dest, Format::Csv, &REJECTS_HEADER)?;
+                let part = self.open_file(
+                    name,
+                    dest,
+                    (Format::Csv, Compression::None),
+                    &REJECTS_HEADER,
+                )?;
                 self.txn.rejects_part = Some(part);
                 part
             }
@@ -314,17 +331,18 @@ impl TableSink {
             partition::component(name, batch.field(row, *col), &mut self.dir_name)
                 .with_context(|| format!("input line {}", batch.line(row)))?;
         }
+        let ext = if self.format == Format::Jsonl {
+            "jsonl"
+        } else {
+            "csv"
+        };
         let file_name = format!(
-            "part-{}-{}-{:06}-{:05}.{}",
+            "part-{}-{}-{:06}-{:05}.{ext}{}",
             self.layout.job,
             self.run_id,
             self.txn.checkpoint,
             self.txn.parts.len(),
-            if self.format == Format::Jsonl {
-                "jsonl"
-            } else {
-                "csv"
-            }
+            self.output.compression.suffix()
         );
         let dest = if self.dir_name.is_empty() {
             file_name.clone()
@@ -332,7 +350,12 @@ impl TableSink {
             format!("{}/{file_name}", self.dir_name)
         };
         let header = std::mem::take(&mut self.layout_cols.header);
-        let opened = self.open_file(file_name, dest, self.format, &header);
+        let opened = self.open_file(
+            file_name,
+            dest,
+            (self.format, self.output.compression),
+            &header,
+        );
         self.layout_cols.header = header;
         let seq = opened?;
         self.txn.by_key.insert(self.key.clone(), seq);
@@ -345,7 +368,7 @@ impl TableSink {
         &mut self,
         file_name: String,
         dest: String,
-        format: Format,
+        (format, compression): (Format, Compression),
         header: &[H],
     ) -> Result<usize> {
         let txn = &mut self.txn;
@@ -372,7 +395,7 @@ impl TableSink {
         } else {
             SMALL_WRITE_BUFFER
         };
-        let mut writer = Encoder::new(format, file, buffer);
+        let mut writer = Encoder::new(format, compression, file, buffer)?;
         writer
             .start(header)
             .with_context(|| format!("cannot write staged file {}", staged.display()))?;
@@ -382,6 +405,7 @@ impl TableSink {
             dest,
             writer: Some(writer),
             format,
+            compression,
             rows: 0,
         });
         txn.open.push_back(txn.parts.len() - 1);

@@ -300,7 +300,7 @@ pub fn run(
                 }
             }
         }
-        if !input.path.ends_with(".gz") && reader.offset() != input.size {
+        if !reader::is_compressed(&input.path) && reader.offset() != input.size {
             bail!(
                 "input {} changed while it was being read ({} bytes when the run began, {} read)",
                 input.path,

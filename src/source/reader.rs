@@ -60,7 +60,7 @@ impl<R: Read> Read for Counted<R> {
     }
 }
 
-/// Opens `path` as a decoded byte stream (gunzipping a `.gz` name); `raw` counts the
+/// Opens `path` as a decoded byte stream (decompressing `.gz` and `.zst`); `raw` counts the
 /// bytes read from the file.
 fn open_counted(path: &Path, raw: Arc<AtomicU64>) -> Result<Box<dyn Read + Send>> {
     let file = File::open(path).with_context(|| format!("cannot open input {}", path.display()))?;
@@ -68,13 +68,22 @@ fn open_counted(path: &Path, raw: Arc<AtomicU64>) -> Result<Box<dyn Read + Send>
         inner: file,
         count: raw,
     };
-    if path.extension().is_some_and(|e| e == "gz") {
-        Ok(Box::new(flate2::read::MultiGzDecoder::new(
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("gz") => Ok(Box::new(flate2::read::MultiGzDecoder::new(
             std::io::BufReader::with_capacity(CHUNK, file),
-        )))
-    } else {
-        Ok(Box::new(file))
+        ))),
+        Some("zst") => Ok(Box::new(
+            zstd::stream::read::Decoder::new(file)
+                .with_context(|| format!("cannot read input {}", path.display()))?,
+        )),
+        _ => Ok(Box::new(file)),
     }
+}
+
+/// True for inputs read through a decompressor (their size on disk is not the number of
+/// bytes the parser sees).
+pub fn is_compressed(path: &str) -> bool {
+    path.ends_with(".gz") || path.ends_with(".zst")
 }
 
 /// Opens `path` as a decoded byte stream (gunzipping a `.gz` name).
