@@ -23,6 +23,9 @@ pub struct JobStatus {
     pub started_at: Option<String>,
     pub checkpoints_completed: u64,
     pub checkpoints_committed: u64,
+    /// Rows of the completed checkpoints (decided: published, or published by recovery).
+    pub rows_completed: u64,
+    /// Rows of the checkpoints already published.
     pub rows_committed: u64,
     pub run_inputs: u64,
     pub run_inputs_done: u64,
@@ -57,6 +60,7 @@ fn job_status(layout: &JobLayout) -> Result<JobStatus> {
         started_at: None,
         checkpoints_completed: 0,
         checkpoints_committed: 0,
+        rows_completed: 0,
         rows_committed: 0,
         run_inputs: 0,
         run_inputs_done: 0,
@@ -75,7 +79,13 @@ fn job_status(layout: &JobLayout) -> Result<JobStatus> {
     status.started_at = Some(log.started.started_at.clone());
     status.checkpoints_completed = log.checkpoints.len() as u64;
     status.checkpoints_committed = log.committed.len() as u64;
-    status.rows_committed = log.checkpoints.iter().map(|c| c.rows_written).sum();
+    status.rows_completed = log.checkpoints.iter().map(|c| c.rows_written).sum();
+    status.rows_committed = log
+        .checkpoints
+        .iter()
+        .filter(|c| log.committed.contains(&c.checkpoint))
+        .map(|c| c.rows_written)
+        .sum();
     status.run_inputs = log.started.inputs.len() as u64;
     status.run_inputs_done = log
         .checkpoints
@@ -185,8 +195,8 @@ pub fn print(common: &Common, job: Option<&str>) -> Result<()> {
         }
         writeln!(
             out,
-            "  checkpoints: {} completed, {} committed; {} row(s) committed",
-            s.checkpoints_completed, s.checkpoints_committed, s.rows_committed
+            "  checkpoints: {} completed ({} rows), {} committed ({} rows)",
+            s.checkpoints_completed, s.rows_completed, s.checkpoints_committed, s.rows_committed
         )?;
         writeln!(
             out,

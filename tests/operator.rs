@@ -151,7 +151,7 @@ fn status_describes_an_interrupted_job_and_what_recover_would_do() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("job default: interrupted run"), "{text}");
     assert!(
-        text.contains("checkpoints: 3 completed, 2 committed; 300 row(s) committed"),
+        text.contains("checkpoints: 3 completed (300 rows), 2 committed (200 rows)"),
         "{text}"
     );
     assert!(text.contains("publish checkpoint 3"), "{text}");
