@@ -2,27 +2,13 @@
 
 use std::process::Stdio;
 
-use fs2::FileExt;
-
 use crate::util::*;
 
 #[test]
 fn a_second_ingest_of_the_same_job_exits_75_naming_the_holder() {
     let w = Workdir::new();
     w.write("a.csv", "id\n1\n");
-    std::fs::create_dir_all(w.path("t/_ingest/default")).unwrap();
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(w.path("t/_ingest/default/lock"))
-        .unwrap();
-    lock.try_lock_exclusive().unwrap();
-    std::fs::write(
-        w.path("t/_ingest/default/lock"),
-        "pid 4242 since 2026-11-30T00:00:00Z",
-    )
-    .unwrap();
+    let lock = w.hold_lock("pid 4242 since 2026-11-30T00:00:00Z");
     for args in [&["-t", "t", "a.csv"][..], &["-t", "t", "--recover"]] {
         let out = w.run(args);
         assert_code(&out, 75);

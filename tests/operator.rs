@@ -211,17 +211,9 @@ fn dry_run_lists_new_loaded_and_changed_inputs_and_writes_nothing() {
 
 #[test]
 fn lock_wait_waits_for_the_holder_then_loads() {
-    use fs2::FileExt;
     let w = Workdir::new();
     w.write("a.csv", "id\n1\n");
-    std::fs::create_dir_all(w.path("t/_ingest/default")).unwrap();
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(w.path("t/_ingest/default/lock"))
-        .unwrap();
-    lock.try_lock_exclusive().unwrap();
+    let lock = w.hold_lock("");
     let started = Instant::now();
     let out = w.run(&["-t", "t", "--lock-wait", "1", "a.csv"]);
     assert_code(&out, 75);

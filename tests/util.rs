@@ -68,6 +68,25 @@ impl Workdir {
     }
 }
 
+impl Workdir {
+    /// Takes the default job's lock on table `t`, as another `ingest` would, writing
+    /// `note` where the holder's pid and start time go.
+    pub fn hold_lock(&self, note: &str) -> std::fs::File {
+        use fs2::FileExt;
+        std::fs::create_dir_all(self.path("t/_ingest/default")).unwrap();
+        let path = self.path("t/_ingest/default/lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        lock.try_lock_exclusive().unwrap();
+        std::fs::write(&path, note).unwrap();
+        lock
+    }
+}
+
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_ingest"))
 }
