@@ -147,7 +147,7 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
         let acks = ack_tx.clone();
         handles.push((
             "sink",
-            named("sink").spawn_scoped(scope, move || sink::run(sink, rx, acks)),
+            named("sink").spawn_scoped(scope, move || sink::run(sink, rx, acks, nstages == 0)),
         ));
         drop(ack_tx);
 

@@ -302,3 +302,24 @@ fn random_sigkill_during_load_and_recovery_loses_and_duplicates_nothing() {
     eprintln!("random SIGKILL: seed {seed}, {kills} kills landed mid-run over 12 loads");
     assert!(kills >= 6, "seed {seed}: only {kills} kills landed mid-run");
 }
+
+#[test]
+fn every_fail_point_is_reached_by_the_plainest_load_too() {
+    // No stage, no partition: one file per checkpoint. Every point still crashes once,
+    // and recovery still gives exactly the input.
+    for point in fail_points() {
+        let w = Workdir::new();
+        let orders = w.fixture("orders");
+        let out = w.run_failing(
+            &format!("{point}:1"),
+            &["-t", "t", "--checkpoint-rows", "100", "orders"],
+        );
+        assert!(
+            crashed(&out),
+            "{point} was never reached by a plain load: {}",
+            stderr(&out)
+        );
+        assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+        assert_same_rows(table_rows(&w.path("t")), input_rows(&[orders]), &point);
+    }
+}

@@ -515,12 +515,25 @@ impl Transaction {
 
 /// Runs the sink until the final barrier. On an early end (upstream failed) or its own
 /// failure (say, ENOSPC) it aborts the open transaction, freeing its space at once.
-pub fn run(mut sink: TableSink, input: Receiver<Msg>, acks: Sender<Ack>) -> Result<()> {
+///
+/// `stageless`: the pipeline has no stage, so the stage-snapshot fail points are reached
+/// here, where the (empty) stage state of each checkpoint is complete; crash tests can
+/// then use every point on every pipeline.
+pub fn run(
+    mut sink: TableSink,
+    input: Receiver<Msg>,
+    acks: Sender<Ack>,
+    stageless: bool,
+) -> Result<()> {
     let outcome = (|| {
         for msg in input {
             match msg {
                 Msg::Batch(batch) => sink.write(&batch)?,
                 Msg::Barrier(barrier) => {
+                    if stageless {
+                        failpoint::hit("stage.snapshot.before");
+                        failpoint::hit("stage.snapshot.after");
+                    }
                     let flushed = sink.pre_commit(barrier)?;
                     acks.send(Ack::Sink {
                         checkpoint: barrier.checkpoint,
@@ -584,7 +597,9 @@ pub fn publish(layout: &JobLayout, checkpoint: &Checkpoint) -> Result<()> {
             );
         }
         failpoint::hit("commit.rename.after");
-        if i + 1 == mid && checkpoint.files.len() > 1 {
+        if i + 1 == mid {
+            // Some files renamed, the others not (with one file: renamed, its directory
+            // not yet fsynced and the commit not journaled).
             failpoint::hit("commit.mid");
         }
         // The partition directory and its parents up to the table: a directory made by
