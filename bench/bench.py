@@ -21,6 +21,8 @@ faster. Tools:
   baseline        bench/baseline.rs: 2 threads, ByteRecord reused, fsync + rename at the
                   end, no journal/checkpoints/recovery ("no guarantees")
   duckdb-csv      DuckDB COPY … TO … (FORMAT csv, PARTITION_BY (country)), 2 threads
+  ingest-parquet  ingest with --format parquet (all columns strings, zstd)
+  duckdb-parquet  the DuckDB COPY with FORMAT parquet (all_varchar, its default codec)
   xsv             xsv cat rows … | xsv partition country (xsv reads one stream)
   cat, cp         the I/O floor: read the inputs; copy them
 
@@ -76,8 +78,10 @@ def tools(data, files, out):
         "ingest-pipeline": [INGEST, "-q", "-t", out, "-p", "country", "--cast", "amount=decimal(12,2)",
                             "--cast", "ts=timestamp", "--derive", "dt=date(ts)", "--drop", "email",
                             "--dedupe-key", "order_id", data],
+        "ingest-parquet": [INGEST, "-q", "-t", out, "-p", "country", "--format", "parquet", data],
         "baseline": [BASELINE, out, "country", *files],
         "duckdb-csv": [PY, "-c", duck, data, out, "csv"],
+        "duckdb-parquet": [PY, "-c", duck, data, out, "parquet"],
         "xsv": ["sh", "-c", f"mkdir -p '{out}' && '{XSV}' cat rows {quoted} | '{XSV}' partition country '{out}' -"],
         "cat": ["sh", "-c", f"cat {quoted} > /dev/null"],
         "cp": ["cp", "-r", data, out],

@@ -221,11 +221,24 @@ impl Command {
             ));
         }
         let format = cli.format.or(file.format).unwrap_or(Format::Csv);
-        if format == Format::Parquet {
+        if format == Format::Parquet && !cfg!(feature = "parquet") {
             return Err(usage(
-                "--format parquet is not available yet; this build writes csv and jsonl",
+                "--format parquet: this ingest was built without the `parquet` feature",
             ));
         }
+        let compression =
+            match (format, cli.compression.or(file.compression)) {
+                (Format::Parquet, None) => Compression::Zstd,
+                (Format::Parquet, Some(Compression::Gzip)) => {
+                    return Err(usage(
+                        "Parquet files are compressed with zstd (the default), snappy or none",
+                    ))
+                }
+                (_, Some(Compression::Snappy)) => return Err(usage(
+                    "--compression snappy applies to Parquet; CSV and JSON lines take gzip or zstd",
+                )),
+                (_, chosen) => chosen.unwrap_or_default(),
+            };
         let partition_by = if cli.partition_by.is_empty() {
             file.partition_by.clone()
         } else {
@@ -264,7 +277,7 @@ impl Command {
                 max_errors: cli.max_errors.or(file.max_errors).unwrap_or(0),
                 schema: file.schema,
                 stages,
-                compression: cli.compression.or(file.compression).unwrap_or_default(),
+                compression,
                 target_file_size: match cli
                     .target_file_size
                     .as_deref()

@@ -26,8 +26,10 @@ enum JsonKind {
 pub struct Layout {
     /// Column indices of the batch, in file order.
     pub cols: Vec<usize>,
-    /// CSV header cells.
+    /// CSV header cells (and Parquet field names).
     pub header: Vec<String>,
+    /// Column types (Parquet's typed columns; JSON's numbers and booleans).
+    pub types: Vec<ColumnType>,
     /// `"name":` per column, JSON-escaped once.
     json_keys: Vec<Vec<u8>>,
     json_kinds: Vec<JsonKind>,
@@ -57,6 +59,7 @@ impl Layout {
         Layout {
             cols,
             header: names,
+            types: types.to_vec(),
             json_keys,
             json_kinds,
         }
@@ -82,8 +85,10 @@ pub enum Compression {
     None,
     /// gzip (`.gz`)
     Gzip,
-    /// Zstandard (`.zst`)
+    /// Zstandard (`.zst`; inside Parquet files, their default)
     Zstd,
+    /// Snappy (Parquet only)
+    Snappy,
 }
 
 impl Compression {
@@ -93,6 +98,7 @@ impl Compression {
             Compression::None => "",
             Compression::Gzip => ".gz",
             Compression::Zstd => ".zst",
+            Compression::Snappy => "",
         }
     }
 }
@@ -102,6 +108,23 @@ impl Compression {
 pub struct Counted {
     file: File,
     written: u64,
+}
+
+impl Counted {
+    /// Counts what is written to `file`.
+    pub fn new(file: File) -> Counted {
+        Counted { file, written: 0 }
+    }
+
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// The file.
+    pub fn into_file(self) -> File {
+        self.file
+    }
 }
 
 impl Write for Counted {
@@ -126,7 +149,7 @@ pub enum Out {
 
 impl Out {
     fn new(file: File, compression: Compression) -> Result<Out> {
-        let counted = Counted { file, written: 0 };
+        let counted = Counted::new(file);
         Ok(match compression {
             Compression::None => Out::Plain(counted),
             Compression::Gzip => Out::Gzip(flate2::write::GzEncoder::new(
@@ -134,6 +157,7 @@ impl Out {
                 flate2::Compression::default(),
             )),
             Compression::Zstd => Out::Zstd(zstd::stream::write::Encoder::new(counted, 3)?),
+            Compression::Snappy => anyhow::bail!("snappy compresses Parquet files only"),
         })
     }
 
@@ -148,9 +172,9 @@ impl Out {
     /// Ends the compressed stream (its trailer) and hands back the file.
     fn finish(self) -> std::io::Result<File> {
         Ok(match self {
-            Out::Plain(c) => c.file,
-            Out::Gzip(g) => g.finish()?.file,
-            Out::Zstd(z) => z.finish()?.file,
+            Out::Plain(c) => c.into_file(),
+            Out::Gzip(g) => g.finish()?.into_file(),
+            Out::Zstd(z) => z.finish()?.into_file(),
         })
     }
 }
@@ -178,6 +202,8 @@ pub enum Encoder {
     /// Boxed: the CSV writer's state is ten times the size of a `BufWriter`.
     Csv(Box<csv::Writer<Out>>),
     Json(BufWriter<Out>),
+    #[cfg(feature = "parquet")]
+    Parquet(Box<super::parquet::ParquetPart>),
 }
 
 impl Encoder {
@@ -199,11 +225,30 @@ impl Encoder {
         })
     }
 
+    /// A Parquet file with the layout's columns.
+    #[cfg(feature = "parquet")]
+    pub fn parquet(file: File, layout: &Layout, compression: Compression) -> Result<Encoder> {
+        Ok(Encoder::Parquet(Box::new(
+            super::parquet::ParquetPart::new(file, layout, compression)?,
+        )))
+    }
+
+    /// True for formats whose files cannot be appended to once closed (Parquet).
+    pub fn sealed_when_closed(&self) -> bool {
+        #[cfg(feature = "parquet")]
+        if let Encoder::Parquet(_) = self {
+            return true;
+        }
+        false
+    }
+
     /// Bytes that reached the file so far (the encoder's own buffer not counted).
     pub fn written(&self) -> u64 {
         match self {
             Encoder::Csv(w) => w.get_ref().written(),
             Encoder::Json(w) => w.get_ref().written(),
+            #[cfg(feature = "parquet")]
+            Encoder::Parquet(p) => p.written(),
         }
     }
 
@@ -241,6 +286,8 @@ impl Encoder {
                 }
                 w.write_all(b"}\n")?;
             }
+            #[cfg(feature = "parquet")]
+            Encoder::Parquet(p) => p.write_row(layout, batch, row)?,
         }
         Ok(())
     }
@@ -249,17 +296,9 @@ impl Encoder {
     pub fn write_cells(&mut self, cells: &[&[u8]]) -> Result<()> {
         match self {
             Encoder::Csv(w) => w.write_record(cells)?,
-            Encoder::Json(_) => anyhow::bail!("rejects files are CSV"),
+            _ => anyhow::bail!("rejects files are CSV"),
         }
         Ok(())
-    }
-
-    /// Flushes the write buffer to the file.
-    pub fn flush(&mut self) -> std::io::Result<()> {
-        match self {
-            Encoder::Csv(w) => w.flush(),
-            Encoder::Json(w) => w.flush(),
-        }
     }
 
     /// Flushes, ends the compressed stream, and hands back the file.
@@ -271,6 +310,8 @@ impl Encoder {
             Encoder::Json(w) => w
                 .into_inner()
                 .map_err(|e| anyhow::Error::new(e.into_error()))?,
+            #[cfg(feature = "parquet")]
+            Encoder::Parquet(p) => return p.into_file(),
         };
         Ok(out.finish()?)
     }

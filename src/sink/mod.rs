@@ -16,6 +16,8 @@
 //! object-store implementation would plug in multipart uploads.
 
 pub mod encode;
+#[cfg(feature = "parquet")]
+pub mod parquet;
 pub mod partition;
 pub mod pending;
 
@@ -62,6 +64,8 @@ struct PartFile {
     writer: Option<Encoder>,
     format: Format,
     compression: Compression,
+    /// The partition key (for Parquet parts, which a close seals).
+    key: Vec<u8>,
     rows: u64,
 }
 
@@ -114,11 +118,20 @@ impl Transaction {
             };
             let part = &mut self.parts[victim];
             if let Some(writer) = part.writer.take() {
-                // Ends a compressed stream properly (a gzip member, a zstd frame); the
-                // reopened file appends the next one.
+                let sealed = writer.sealed_when_closed();
+                // Ends a compressed stream properly (a gzip member, a zstd frame), or a
+                // Parquet file (its footer). The first kind is reopened to append.
                 writer.into_file().with_context(|| {
                     format!("cannot write staged file {}", part.staged.display())
                 })?;
+                if sealed {
+                    // A finished Parquet file takes no more rows: the partition's next
+                    // row opens a new part file.
+                    let key = std::mem::take(&mut part.key);
+                    if self.by_key.get(&key) == Some(&victim) {
+                        self.by_key.remove(&key);
+                    }
+                }
             }
         }
         Ok(())
@@ -331,33 +344,32 @@ impl TableSink {
             partition::component(name, batch.field(row, *col), &mut self.dir_name)
                 .with_context(|| format!("input line {}", batch.line(row)))?;
         }
-        let ext = if self.format == Format::Jsonl {
-            "jsonl"
-        } else {
-            "csv"
+        let (ext, suffix) = match self.format {
+            Format::Csv => ("csv", self.output.compression.suffix()),
+            Format::Jsonl => ("jsonl", self.output.compression.suffix()),
+            // Parquet compresses inside the file.
+            Format::Parquet => ("parquet", ""),
         };
         let file_name = format!(
-            "part-{}-{}-{:06}-{:05}.{ext}{}",
+            "part-{}-{}-{:06}-{:05}.{ext}{suffix}",
             self.layout.job,
             self.run_id,
             self.txn.checkpoint,
             self.txn.parts.len(),
-            self.output.compression.suffix()
         );
         let dest = if self.dir_name.is_empty() {
             file_name.clone()
         } else {
             format!("{}/{file_name}", self.dir_name)
         };
-        let header = std::mem::take(&mut self.layout_cols.header);
-        let opened = self.open_file(
+        let header = self.layout_cols.header.clone();
+        let seq = self.open_file(
             file_name,
             dest,
             (self.format, self.output.compression),
             &header,
-        );
-        self.layout_cols.header = header;
-        let seq = opened?;
+        )?;
+        self.txn.parts[seq].key = self.key.clone();
         self.txn.by_key.insert(self.key.clone(), seq);
         Ok(seq)
     }
@@ -395,7 +407,11 @@ impl TableSink {
         } else {
             SMALL_WRITE_BUFFER
         };
-        let mut writer = Encoder::new(format, compression, file, buffer)?;
+        let mut writer = match format {
+            #[cfg(feature = "parquet")]
+            Format::Parquet => Encoder::parquet(file, &self.layout_cols, compression)?,
+            _ => Encoder::new(format, compression, file, buffer)?,
+        };
         writer
             .start(header)
             .with_context(|| format!("cannot write staged file {}", staged.display()))?;
@@ -406,6 +422,7 @@ impl TableSink {
             writer: Some(writer),
             format,
             compression,
+            key: Vec::new(),
             rows: 0,
         });
         txn.open.push_back(txn.parts.len() - 1);

@@ -1,0 +1,220 @@
+//! Parquet part files: typed columns from the schema (strings where nothing was cast),
+//! nulls as nulls, statistics on, row groups of at most 64 Ki rows, compressed with
+//! zstd (default), snappy or nothing.
+//!
+//! A Parquet file is only readable once its footer is written, so the file is finished
+//! at preCommit (`into_file`), before it is fsynced and journaled; it is never appended
+//! to afterwards. When the open-file cap closes a Parquet part, the part is finished and
+//! the partition's next rows start a new part file.
+
+use std::fs::File;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use arrow_array::builder::{
+    ArrayBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float64Builder, Int64Builder,
+    StringBuilder, TimestampMicrosecondBuilder,
+};
+use arrow_array::{ArrayRef, RecordBatch as ArrowBatch};
+use arrow_schema::{DataType, Field, Schema as ArrowSchema, TimeUnit};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+use super::encode::{Compression, Counted, Layout};
+use crate::batch::RecordBatch;
+use crate::schema::ColumnType;
+
+/// Rows buffered in the Arrow builders before they go to the Parquet writer.
+const ARROW_BATCH_ROWS: usize = 8192;
+/// Rows per row group.
+const ROW_GROUP_ROWS: usize = 64 * 1024;
+
+enum Builder {
+    Str(StringBuilder),
+    Int(Int64Builder),
+    Float(Float64Builder),
+    Decimal(Decimal128Builder, u8),
+    Bool(BooleanBuilder),
+    Date(Date32Builder),
+    Ts(TimestampMicrosecondBuilder),
+}
+
+fn data_type(ty: ColumnType) -> DataType {
+    match ty {
+        ColumnType::String => DataType::Utf8,
+        ColumnType::Int => DataType::Int64,
+        ColumnType::Float => DataType::Float64,
+        ColumnType::Decimal { precision, scale } => DataType::Decimal128(precision, scale as i8),
+        ColumnType::Bool => DataType::Boolean,
+        ColumnType::Date => DataType::Date32,
+        ColumnType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+    }
+}
+
+fn builder(ty: ColumnType) -> Result<Builder> {
+    Ok(match ty {
+        ColumnType::String => Builder::Str(StringBuilder::new()),
+        ColumnType::Int => Builder::Int(Int64Builder::new()),
+        ColumnType::Float => Builder::Float(Float64Builder::new()),
+        ColumnType::Decimal { precision, scale } => Builder::Decimal(
+            Decimal128Builder::new().with_precision_and_scale(precision, scale as i8)?,
+            scale,
+        ),
+        ColumnType::Bool => Builder::Bool(BooleanBuilder::new()),
+        ColumnType::Date => Builder::Date(Date32Builder::new()),
+        ColumnType::Timestamp => {
+            Builder::Ts(TimestampMicrosecondBuilder::new().with_timezone("UTC"))
+        }
+    })
+}
+
+/// Days from 1970-01-01 to `date`.
+fn epoch_days(date: jiff::civil::Date) -> Result<i32> {
+    let days = date.since(jiff::civil::date(1970, 1, 1))?.get_days();
+    Ok(days)
+}
+
+impl Builder {
+    /// Appends one value in its canonical text (as the cast stage writes it).
+    fn append(&mut self, value: Option<&[u8]>) -> Result<()> {
+        let Some(bytes) = value else {
+            match self {
+                Builder::Str(b) => b.append_null(),
+                Builder::Int(b) => b.append_null(),
+                Builder::Float(b) => b.append_null(),
+                Builder::Decimal(b, _) => b.append_null(),
+                Builder::Bool(b) => b.append_null(),
+                Builder::Date(b) => b.append_null(),
+                Builder::Ts(b) => b.append_null(),
+            }
+            return Ok(());
+        };
+        let text = std::str::from_utf8(bytes).context("a field is not UTF-8")?;
+        let bad = |what: &str| format!("{text:?} is not a {what} (cast the column first)");
+        match self {
+            Builder::Str(b) => b.append_value(text),
+            Builder::Int(b) => b.append_value(text.parse().with_context(|| bad("int"))?),
+            Builder::Float(b) => b.append_value(text.parse().with_context(|| bad("float"))?),
+            Builder::Decimal(b, scale) => {
+                let mut d =
+                    rust_decimal::Decimal::from_str(text).with_context(|| bad("decimal"))?;
+                d.rescale((*scale).into());
+                b.append_value(d.mantissa());
+            }
+            Builder::Bool(b) => b.append_value(text == "true"),
+            Builder::Date(b) => {
+                b.append_value(epoch_days(text.parse().with_context(|| bad("date"))?)?)
+            }
+            Builder::Ts(b) => {
+                let ts: jiff::Timestamp = text.parse().with_context(|| bad("timestamp"))?;
+                b.append_value(ts.as_microsecond());
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            Builder::Str(b) => Arc::new(b.finish()),
+            Builder::Int(b) => Arc::new(b.finish()),
+            Builder::Float(b) => Arc::new(b.finish()),
+            Builder::Decimal(b, _) => Arc::new(b.finish()),
+            Builder::Bool(b) => Arc::new(b.finish()),
+            Builder::Date(b) => Arc::new(b.finish()),
+            Builder::Ts(b) => Arc::new(b.finish()),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Builder::Str(b) => b.len(),
+            Builder::Int(b) => b.len(),
+            Builder::Float(b) => b.len(),
+            Builder::Decimal(b, _) => b.len(),
+            Builder::Bool(b) => b.len(),
+            Builder::Date(b) => b.len(),
+            Builder::Ts(b) => b.len(),
+        }
+    }
+}
+
+/// One Parquet part file being written.
+pub struct ParquetPart {
+    writer: ArrowWriter<Counted>,
+    schema: Arc<ArrowSchema>,
+    builders: Vec<Builder>,
+}
+
+impl ParquetPart {
+    /// Starts a Parquet file with the layout's columns.
+    pub fn new(file: File, layout: &Layout, compression: Compression) -> Result<ParquetPart> {
+        let fields: Vec<Field> = layout
+            .header
+            .iter()
+            .zip(&layout.types)
+            .map(|(name, ty)| Field::new(name, data_type(*ty), true))
+            .collect();
+        let schema = Arc::new(ArrowSchema::new(fields));
+        let codec = match compression {
+            Compression::None => ParquetCompression::UNCOMPRESSED,
+            Compression::Snappy => ParquetCompression::SNAPPY,
+            Compression::Zstd => ParquetCompression::ZSTD(ZstdLevel::default()),
+            Compression::Gzip => {
+                bail!("Parquet files are compressed with zstd, snappy or none, not gzip")
+            }
+        };
+        let props = WriterProperties::builder()
+            .set_compression(codec)
+            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+            .build();
+        let writer = ArrowWriter::try_new(Counted::new(file), schema.clone(), Some(props))?;
+        let builders = layout
+            .types
+            .iter()
+            .map(|ty| builder(*ty))
+            .collect::<Result<_>>()?;
+        Ok(ParquetPart {
+            writer,
+            schema,
+            builders,
+        })
+    }
+
+    /// Appends row `row` of `batch`.
+    pub fn write_row(&mut self, layout: &Layout, batch: &RecordBatch, row: usize) -> Result<()> {
+        for (builder, &col) in self.builders.iter_mut().zip(&layout.cols) {
+            builder.append(batch.cell(row, col))?;
+        }
+        if self
+            .builders
+            .first()
+            .is_some_and(|b| b.len() >= ARROW_BATCH_ROWS)
+        {
+            self.flush_builders()?;
+        }
+        Ok(())
+    }
+
+    fn flush_builders(&mut self) -> Result<()> {
+        if self.builders.first().is_none_or(|b| b.len() == 0) {
+            return Ok(());
+        }
+        let columns: Vec<ArrayRef> = self.builders.iter_mut().map(Builder::finish).collect();
+        let batch = ArrowBatch::try_new(self.schema.clone(), columns)?;
+        self.writer.write(&batch)?;
+        Ok(())
+    }
+
+    /// Bytes that reached the file.
+    pub fn written(&self) -> u64 {
+        self.writer.inner().written()
+    }
+
+    /// Writes the last rows and the footer; the file is then complete.
+    pub fn into_file(mut self) -> Result<File> {
+        self.flush_builders()?;
+        Ok(self.writer.into_inner()?.into_file())
+    }
+}
