@@ -158,14 +158,47 @@ def recovery(work, mb):
             "interval_s": full * min(1.0, interval_rows / max(rows, 1))}
 
 
+def formats(work, mb):
+    """Committed size and load speed for each output format and compression."""
+    data, files, nbytes = dataset(work, mb)
+    out = os.path.join(work, "out-formats")
+    rows = []
+    for fmt, comp in [("csv", "none"), ("csv", "gzip"), ("csv", "zstd"), ("jsonl", "none"), ("jsonl", "gzip"),
+                      ("jsonl", "zstd"), ("parquet", "zstd"), ("parquet", "snappy"), ("parquet", "none")]:
+        walls = []
+        for _ in range(2):
+            shutil.rmtree(out, ignore_errors=True)
+            sh(["sync"])
+            start = time.perf_counter()
+            summary = subprocess.run([INGEST, "-q", "--json", "-t", out, "-p", "country", "--format", fmt,
+                                      "--compression", comp, data], check=True, capture_output=True).stdout
+            walls.append(time.perf_counter() - start)
+        n = json.loads(summary)["rows_written"]
+        size = sum(os.path.getsize(os.path.join(root, f)) for root, dirs, fs in os.walk(out)
+                   if "_ingest" not in root for f in fs)
+        rows.append((fmt, comp, size, n / min(walls), min(walls)))
+    shutil.rmtree(out, ignore_errors=True)
+    return nbytes, rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="100,1000")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--work", default="/tmp/ingest-bench")
+    ap.add_argument("--formats", action="store_true", help="only the table of output formats")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     setup()
+    if args.formats:
+        mb = int(args.sizes.split(",")[0])
+        nbytes, rows = formats(args.work, mb)
+        print(f"## Output formats: {nbytes / 1e6:.0f} MB of CSV in, partitioned by country (best of 2)\n")
+        print("| format | compression | committed MB | ÷ input | rows/s | wall s |")
+        print("| --- | --- | ---: | ---: | ---: | ---: |")
+        for fmt, comp, size, rate, wall in rows:
+            print(f"| {fmt} | {comp} | {size / 1e6:.1f} | {size / nbytes:.2f} | {rate:,.0f} | {wall:.2f} |")
+        return
     print(f"# ingest benchmark, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, warm page cache, "
           f"median of {args.reps} rounds")
     for mb in [int(s) for s in args.sizes.split(",")]:

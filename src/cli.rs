@@ -68,7 +68,7 @@ pub struct Cli {
     #[arg(long, value_enum)]
     pub format: Option<Format>,
 
-    /// Compress data files (.csv.gz, .jsonl.zst, …) [default: none]
+    /// Compress data files: .csv.gz, .jsonl.zst, …; Parquet inside the file [default: none; zstd for parquet]
     #[arg(long, value_enum)]
     pub compression: Option<crate::sink::encode::Compression>,
 

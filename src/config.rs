@@ -228,12 +228,12 @@ impl Command {
         }
         let compression =
             match (format, cli.compression.or(file.compression)) {
-                (Format::Parquet, None) => Compression::Zstd,
                 (Format::Parquet, Some(Compression::Gzip)) => {
                     return Err(usage(
                         "Parquet files are compressed with zstd (the default), snappy or none",
                     ))
                 }
+                (Format::Parquet, chosen) => chosen.unwrap_or(Compression::Zstd),
                 (_, Some(Compression::Snappy)) => return Err(usage(
                     "--compression snappy applies to Parquet; CSV and JSON lines take gzip or zstd",
                 )),

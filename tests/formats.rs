@@ -311,11 +311,17 @@ fn parquet_output_is_typed_complete_and_exactly_once_across_crashes() {
         "100",
         "orders",
     ];
-    for point in [
-        "sink.precommit.after:2",
-        "commit.mid:3",
-        "checkpoint.complete.after:5",
-    ] {
+    let runs = [
+        ("sink.precommit.after:2", "zstd"),
+        ("commit.mid:3", "snappy"),
+        ("checkpoint.complete.after:5", "none"),
+    ];
+    for (point, codec) in runs {
+        let args: Vec<&str> = args
+            .iter()
+            .copied()
+            .chain(["--compression", codec])
+            .collect();
         let w = Workdir::new();
         let orders = w.fixture("orders");
         assert!(crashed(&w.run_failing(point, &args)), "{point}");
