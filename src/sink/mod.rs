@@ -21,12 +21,11 @@ pub mod encode;
 pub mod parquet;
 pub mod partition;
 pub mod pending;
+mod transaction;
 
 pub use commit::publish;
+use transaction::{PartFile, Transaction, SMALL_WRITE_BUFFER};
 
-use std::collections::{HashMap, VecDeque};
-
-use foldhash::fast::RandomState;
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender};
@@ -56,88 +55,6 @@ pub struct StagedFile {
     pub dest: String,
     pub size: u64,
     pub rows: u64,
-}
-
-struct PartFile {
-    staged: PathBuf,
-    staged_rel: String,
-    dest: String,
-    /// `None` while the file is closed to stay under the open-file cap.
-    writer: Option<Encoder>,
-    format: Format,
-    compression: Compression,
-    /// The partition key (for Parquet parts, which a close seals).
-    key: Vec<u8>,
-    rows: u64,
-}
-
-/// The open transaction of one checkpoint.
-struct Transaction {
-    checkpoint: u64,
-    dir: PathBuf,
-    parts: Vec<PartFile>,
-    /// Partition key (length-prefixed raw values) → index in `parts`.
-    /// foldhash: fast on short keys, and seeded per process against crafted collisions.
-    by_key: HashMap<Vec<u8>, usize, RandomState>,
-    rows: u64,
-    /// The rejects file of this checkpoint, once it has a bad row.
-    rejects_part: Option<usize>,
-    rejects: u64,
-    /// Parts whose file is open, oldest first.
-    open: VecDeque<usize>,
-}
-
-/// Staged files open at once per transaction. A load touching more partitions in one
-/// checkpoint closes the longest-open file and reopens it (appending) when needed, so
-/// 10,000 partitions need neither 10,000 descriptors nor 10,000 write buffers.
-const MAX_OPEN: usize = 256;
-/// The write buffer of a staged file once a checkpoint has many partitions.
-const SMALL_WRITE_BUFFER: usize = 16 * 1024;
-
-impl Transaction {
-    /// The writer of `part`, reopening its file (and closing the oldest) if needed.
-    fn writer(&mut self, part: usize) -> Result<&mut Encoder> {
-        if self.parts[part].writer.is_none() {
-            self.make_room()?;
-            let path = &self.parts[part].staged;
-            let file = fsutil::open_append(path)?;
-            let (format, compression) = (self.parts[part].format, self.parts[part].compression);
-            self.parts[part].writer =
-                Some(Encoder::new(format, compression, file, SMALL_WRITE_BUFFER)?);
-            self.open.push_back(part);
-        }
-        self.parts[part]
-            .writer
-            .as_mut()
-            .context("a staged file's writer vanished")
-    }
-
-    /// Closes the longest-open file when the cap is reached.
-    fn make_room(&mut self) -> Result<()> {
-        while self.open.len() >= MAX_OPEN {
-            let Some(victim) = self.open.pop_front() else {
-                break;
-            };
-            let part = &mut self.parts[victim];
-            if let Some(writer) = part.writer.take() {
-                let sealed = writer.sealed_when_closed();
-                // Ends a compressed stream properly (a gzip member, a zstd frame), or a
-                // Parquet file (its footer). The first kind is reopened to append.
-                writer.into_file().with_context(|| {
-                    format!("cannot write staged file {}", part.staged.display())
-                })?;
-                if sealed {
-                    // A finished Parquet file takes no more rows: the partition's next
-                    // row opens a new part file.
-                    let key = std::mem::take(&mut part.key);
-                    if self.by_key.get(&key) == Some(&victim) {
-                        self.by_key.remove(&key);
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 /// How data files are written.
@@ -514,21 +431,6 @@ impl PreCommitted {
         }
         failpoint::hit("sink.precommit.after");
         Ok(out)
-    }
-}
-
-impl Transaction {
-    fn new(layout: &JobLayout, run_id: &str, checkpoint: u64) -> Transaction {
-        Transaction {
-            checkpoint,
-            dir: layout.pending_txn(run_id, checkpoint),
-            parts: Vec::new(),
-            by_key: HashMap::default(),
-            rows: 0,
-            rejects_part: None,
-            rejects: 0,
-            open: VecDeque::new(),
-        }
     }
 }
 
