@@ -8,36 +8,16 @@ use crate::util::*;
 /// Every committed `.jsonl` row, with partition columns (as strings) from the path.
 fn jsonl_rows(table: &Path) -> Vec<BTreeMap<String, serde_json::Value>> {
     let mut rows = Vec::new();
-    let mut stack = vec![table.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let rel = path.strip_prefix(table).unwrap().to_path_buf();
-            if rel
-                .components()
-                .any(|c| c.as_os_str().to_string_lossy().starts_with(['_', '.']))
-            {
-                continue;
-            }
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            assert!(path.extension().is_some_and(|e| e == "jsonl"), "{path:?}");
-            let mut partition = BTreeMap::new();
-            for comp in rel.parent().unwrap().components() {
-                let (col, value) = comp.as_os_str().to_str().unwrap().split_once('=').unwrap();
-                partition.insert(
-                    col.to_string(),
-                    serde_json::Value::String(hive_unescape(value)),
-                );
-            }
-            for line in std::fs::read_to_string(&path).unwrap().lines() {
-                let mut row: BTreeMap<String, serde_json::Value> =
-                    serde_json::from_str(line).unwrap();
-                row.extend(partition.clone());
-                rows.push(row);
-            }
+    for (path, partition) in data_files(table) {
+        assert!(path.extension().is_some_and(|e| e == "jsonl"), "{path:?}");
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let mut row: BTreeMap<String, serde_json::Value> = serde_json::from_str(line).unwrap();
+            row.extend(
+                partition
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))),
+            );
+            rows.push(row);
         }
     }
     rows
@@ -219,72 +199,50 @@ fn parquet_rows(table: &Path) -> Vec<Row> {
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
     let mut rows = Vec::new();
-    let mut stack = vec![table.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let rel = path.strip_prefix(table).unwrap().to_path_buf();
-            if rel
-                .components()
-                .any(|c| c.as_os_str().to_string_lossy().starts_with(['_', '.']))
-            {
-                continue;
-            }
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            assert!(path.extension().is_some_and(|e| e == "parquet"), "{path:?}");
-            let mut partition = Row::new();
-            for comp in rel.parent().unwrap().components() {
-                let (col, value) = comp.as_os_str().to_str().unwrap().split_once('=').unwrap();
-                partition.insert(col.to_string(), hive_unescape(value));
-            }
-            let reader =
-                ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap())
-                    .unwrap()
-                    .build()
-                    .unwrap();
-            for batch in reader {
-                let batch = batch.unwrap();
-                for row in 0..batch.num_rows() {
-                    let mut out = partition.clone();
-                    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
-                        let text = if column.is_null(row) {
-                            String::new()
-                        } else {
-                            match column.data_type() {
-                                DataType::Utf8 => column.as_string::<i32>().value(row).to_string(),
-                                DataType::Int64 => {
-                                    column.as_primitive::<Int64Type>().value(row).to_string()
-                                }
-                                DataType::Float64 => {
-                                    column.as_primitive::<Float64Type>().value(row).to_string()
-                                }
-                                DataType::Boolean => column.as_boolean().value(row).to_string(),
-                                DataType::Decimal128(_, scale) => {
-                                    let m = column.as_primitive::<Decimal128Type>().value(row);
-                                    rust_decimal::Decimal::from_i128_with_scale(m, *scale as u32)
-                                        .to_string()
-                                }
-                                DataType::Date32 => {
-                                    let days = column.as_primitive::<Date32Type>().value(row);
-                                    (jiff::civil::date(1970, 1, 1) + jiff::Span::new().days(days))
-                                        .to_string()
-                                }
-                                DataType::Timestamp(_, _) => {
-                                    let us = column
-                                        .as_primitive::<TimestampMicrosecondType>()
-                                        .value(row);
-                                    jiff::Timestamp::from_microsecond(us).unwrap().to_string()
-                                }
-                                other => panic!("unexpected Parquet type {other}"),
+    for (path, partition) in data_files(table) {
+        assert!(path.extension().is_some_and(|e| e == "parquet"), "{path:?}");
+        let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            for row in 0..batch.num_rows() {
+                let mut out = partition.clone();
+                for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+                    let text = if column.is_null(row) {
+                        String::new()
+                    } else {
+                        match column.data_type() {
+                            DataType::Utf8 => column.as_string::<i32>().value(row).to_string(),
+                            DataType::Int64 => {
+                                column.as_primitive::<Int64Type>().value(row).to_string()
                             }
-                        };
-                        out.insert(field.name().clone(), text);
-                    }
-                    rows.push(out);
+                            DataType::Float64 => {
+                                column.as_primitive::<Float64Type>().value(row).to_string()
+                            }
+                            DataType::Boolean => column.as_boolean().value(row).to_string(),
+                            DataType::Decimal128(_, scale) => {
+                                let m = column.as_primitive::<Decimal128Type>().value(row);
+                                rust_decimal::Decimal::from_i128_with_scale(m, *scale as u32)
+                                    .to_string()
+                            }
+                            DataType::Date32 => {
+                                let days = column.as_primitive::<Date32Type>().value(row);
+                                (jiff::civil::date(1970, 1, 1) + jiff::Span::new().days(days))
+                                    .to_string()
+                            }
+                            DataType::Timestamp(_, _) => {
+                                let us =
+                                    column.as_primitive::<TimestampMicrosecondType>().value(row);
+                                jiff::Timestamp::from_microsecond(us).unwrap().to_string()
+                            }
+                            other => panic!("unexpected Parquet type {other}"),
+                        }
+                    };
+                    out.insert(field.name().clone(), text);
                 }
+                rows.push(out);
             }
         }
     }
@@ -341,11 +299,7 @@ fn parquet_output_is_typed_complete_and_exactly_once_across_crashes() {
 #[test]
 fn parquet_parts_closed_by_the_open_file_cap_are_finished_and_new_ones_started() {
     let w = Workdir::new();
-    let mut text = String::from("id,p\n");
-    for i in 0..3000 {
-        text.push_str(&format!("{i},v{}\n", (i * 7919) % 600));
-    }
-    let input = w.write("many.csv", text);
+    let input = many_partitions(&w);
     let args = [
         "-t", "t", "--format", "parquet", "-p", "p", "--cast", "id=int", "many.csv",
     ];

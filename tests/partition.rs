@@ -46,11 +46,7 @@ fn more_partitions_than_open_files_allowed_still_land_exactly_once() {
     // 600 partitions in one checkpoint exceed the sink's cap of 256 open staged files, so
     // files are closed and reopened while writing; a crash in between changes nothing.
     let w = Workdir::new();
-    let mut text = String::from("id,p\n");
-    for i in 0..3000 {
-        text.push_str(&format!("{i},v{}\n", (i * 7919) % 600));
-    }
-    let input = w.write("many.csv", text);
+    let input = many_partitions(&w);
     let args = [
         "-t",
         "t",

@@ -246,12 +246,27 @@ pub fn is_csv_data(path: &Path) -> bool {
 /// paths, partition columns restored from `COL=VALUE` directories.
 pub fn table_rows(table: &Path) -> Vec<Row> {
     let mut rows = Vec::new();
-    if !table.exists() {
-        return rows;
+    for (file, partition) in data_files(table) {
+        if !is_csv_data(&file) {
+            continue;
+        }
+        for mut row in read_csv(&file, b',') {
+            row.extend(partition.clone());
+            rows.push(row);
+        }
     }
+    rows
+}
+
+/// Every file outside hidden paths, with the partition values its directories name.
+pub fn data_files(table: &Path) -> Vec<(PathBuf, Row)> {
+    if !table.exists() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
     for file in walk(table) {
         let rel = file.strip_prefix(table).unwrap();
-        if hidden(rel) || !is_csv_data(&file) {
+        if hidden(rel) {
             continue;
         }
         let mut partition = Row::new();
@@ -260,12 +275,19 @@ pub fn table_rows(table: &Path) -> Vec<Row> {
             let (col, value) = comp.split_once('=').expect("partition dir is COL=VALUE");
             partition.insert(hive_unescape(col), hive_unescape(value));
         }
-        for mut row in read_csv(&file, b',') {
-            row.extend(partition.clone());
-            rows.push(row);
-        }
+        out.push((file, partition));
     }
-    rows
+    out
+}
+
+/// A CSV of 3,000 rows over 600 partition values (column `p`), more than the sink keeps
+/// open at once, in rows that keep switching partitions.
+pub fn many_partitions(w: &Workdir) -> PathBuf {
+    let mut text = String::from("id,p\n");
+    for i in 0..3000 {
+        text.push_str(&format!("{i},v{}\n", (i * 7919) % 600));
+    }
+    w.write("many.csv", text)
 }
 
 /// Files a reader would list that are not committed data: must always be empty.
