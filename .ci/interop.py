@@ -131,6 +131,33 @@ for f in files:
 check(f"parquet: pyarrow reads all {len(files)} files with the promised schema", bad, [])
 check("parquet: pyarrow row total", sum(pq.read_metadata(f).num_rows for f in files), len(all_rows))
 
+# 2e. Overwrite: the Parquet table of 2d gets one day's file again, corrected (amounts
+#     doubled) and with a row for a new day. Every dt partition that file writes to is
+#     replaced; DuckDB sees exactly the new rows there and the other days unchanged.
+fixed = os.path.join(work, "fixed-2026-11-27.csv")
+day = rows_of(os.path.join(ROOT, "fixtures", "orders", "2026-11-27.csv"))
+new_rows = [{**r, "amount": str(decimal.Decimal(r["amount"]) * 2)} for r in day]
+new_rows.append({**day[0], "order_id": "99999", "dt": "2026-12-01", "amount": "1.00"})
+with open(fixed, "w", newline="", encoding="utf-8") as fh:
+    w = csv.DictWriter(fh, fieldnames=list(day[0]))
+    w.writeheader()
+    w.writerows(new_rows)
+touched = {r["dt"] for r in new_rows}
+before = {f: open(f, "rb").read() for f in files if f.split("dt=")[1].split("/")[0] not in touched}
+ingest("--target", pqt, "--format", "parquet", "--partition-by", "dt", "--cast", "order_id=int",
+       "--cast", "amount=decimal(12,2)", "--cast", "ts=timestamp", "--checkpoint-rows", "100",
+       "--mode", "overwrite-partitions", "--quiet", fixed)
+got = duckdb.sql(f"SELECT dt, count(*), sum(amount) FROM read_parquet('{pqt}/**/*.parquet', "
+                 f"hive_partitioning=true, hive_types_autocast=false) GROUP BY dt ORDER BY dt").fetchall()
+want = collections.defaultdict(lambda: [0, decimal.Decimal(0)])
+for r in [r for r in all_rows if r["dt"] not in touched] + new_rows:
+    want[r["dt"]][0] += 1
+    want[r["dt"]][1] += decimal.Decimal(r["amount"])
+check(f"overwrite: per-day count and sum(amount), {len(touched)} day(s) replaced",
+      [(d, n, s) for d, n, s in got], [(d, n, s) for d, (n, s) in sorted(want.items())])
+check(f"overwrite: the {len(before)} files of untouched days byte-identical",
+      [f for f, b in before.items() if not os.path.exists(f) or open(f, "rb").read() != b], [])
+
 # 3. A pipeline with rejects: DuckDB's glob must see the data and never the rejects.
 messy = os.path.join(work, "messy")
 ingest("--target", messy, "--quiet", "--null-markers", ",NULL", "--cast", "amount=decimal(12,2)",

@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Result};
 
+use crate::cli::Mode;
 use crate::failpoint;
 use crate::journal::{Checkpoint, Journal, Record};
 use crate::progress::Counters;
@@ -70,6 +71,7 @@ pub struct Coordinator<'a> {
     journal: &'a mut Journal,
     layout: &'a JobLayout,
     columns: Vec<String>,
+    mode: Mode,
     participants: usize,
     partial: BTreeMap<u64, Partial>,
     finished: bool,
@@ -83,6 +85,7 @@ impl<'a> Coordinator<'a> {
         journal: &'a mut Journal,
         layout: &'a JobLayout,
         columns: Vec<String>,
+        mode: Mode,
         stages: usize,
         counters: Arc<Counters>,
     ) -> Self {
@@ -90,6 +93,7 @@ impl<'a> Coordinator<'a> {
             journal,
             layout,
             columns,
+            mode,
             participants: stages + 2,
             partial: BTreeMap::new(),
             finished: false,
@@ -156,7 +160,7 @@ impl<'a> Coordinator<'a> {
             rejects,
             last,
         };
-        complete_and_commit(self.journal, self.layout, checkpoint)?;
+        complete_and_commit(self.journal, self.layout, checkpoint, self.mode)?;
         self.finished = last;
         self.last_committed = Some(n);
         self.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
@@ -169,17 +173,23 @@ fn complete_and_commit(
     journal: &mut Journal,
     layout: &JobLayout,
     checkpoint: Checkpoint,
+    mode: Mode,
 ) -> Result<()> {
     failpoint::hit("checkpoint.complete.before");
     journal.append(&Record::CheckpointComplete(checkpoint.clone()))?;
     failpoint::hit("checkpoint.complete.after");
-    commit(journal, layout, &checkpoint)
+    commit(journal, layout, &checkpoint, mode)
 }
 
 /// Steps 3 and 4: publish a completed checkpoint and journal it. Idempotent, so that
 /// recovery runs the very same code.
-pub fn commit(journal: &mut Journal, layout: &JobLayout, checkpoint: &Checkpoint) -> Result<()> {
-    sink::publish(layout, checkpoint)?;
+pub fn commit(
+    journal: &mut Journal,
+    layout: &JobLayout,
+    checkpoint: &Checkpoint,
+    mode: Mode,
+) -> Result<()> {
+    sink::publish(layout, checkpoint, mode)?;
     journal.append(&Record::Committed {
         checkpoint: checkpoint.checkpoint,
     })?;

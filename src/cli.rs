@@ -72,6 +72,11 @@ pub struct Cli {
     #[arg(long, value_enum)]
     pub compression: Option<crate::sink::encode::Compression>,
 
+    /// How the load changes the table: add files, or replace every partition it touches
+    /// as a whole (atomically, at the end of the run) [default: append]
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+
     /// Start a new part file once one reaches about SIZE bytes (e.g. 128M)
     #[arg(long, value_name = "SIZE")]
     pub target_file_size: Option<String>,
@@ -183,8 +188,9 @@ pub struct Cli {
 }
 
 /// Flags that only make sense for a load.
-const LOAD_ONLY: [&str; 21] = [
+const LOAD_ONLY: [&str; 22] = [
     "compression",
+    "mode",
     "target_file_size",
     "inputs",
     "reload",
@@ -228,4 +234,18 @@ pub enum Format {
     Jsonl,
     /// Apache Parquet (`.parquet`)
     Parquet,
+}
+
+/// Write modes.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Add the load's files to the table; existing files are never touched
+    #[default]
+    Append,
+    /// Replace each partition the load writes to, as a whole, when the run finishes;
+    /// partitions it does not write to are never changed
+    OverwritePartitions,
 }

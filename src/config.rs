@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{Cli, Format, ProgressMode, DEFAULT_CHECKPOINT_ROWS};
+use crate::cli::{Cli, Format, Mode, ProgressMode, DEFAULT_CHECKPOINT_ROWS};
 use crate::exit::UsageError;
 use crate::jobfile::{self, JobFile, SchemaSpec};
 use crate::schema::ColumnType;
@@ -76,6 +76,9 @@ pub struct RunOptions {
     /// Part files are cut at about this many bytes.
     #[serde(default)]
     pub target_file_size: Option<u64>,
+    /// Append, or replace the partitions the run writes to.
+    #[serde(default)]
+    pub mode: Mode,
 }
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
@@ -254,6 +257,13 @@ impl Command {
                 )));
             }
         }
+        let mode = cli.mode.or(file.mode).unwrap_or_default();
+        if mode == Mode::OverwritePartitions && partition_by.is_empty() {
+            return Err(usage(
+                "--mode overwrite-partitions replaces the partitions a load writes to, so it \
+                 needs --partition-by (or `partition_by` in the job file)",
+            ));
+        }
         let mut stages = file.stages.clone();
         if !file.dedupe_key.is_empty() {
             stages.push(StageSpec::Dedupe {
@@ -286,6 +296,7 @@ impl Command {
                     Some(size) => Some(parse_size(size)?),
                     None => None,
                 },
+                mode,
             },
         }))
     }

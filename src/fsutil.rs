@@ -150,6 +150,35 @@ pub fn rename_noreplace(from: &Path, to: &Path) -> Result<Published> {
     Ok(Published::Renamed)
 }
 
+/// Swaps two directories atomically with `renameat2(RENAME_EXCHANGE)`: every lookup of
+/// either path finds the old directory or the new one, never neither. The caller fsyncs
+/// both parents; until then a power cut may undo the swap (recovery then redoes it).
+pub fn exchange(a: &Path, b: &Path) -> Result<()> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE)
+        .map_err(io::Error::from)
+        .with_context(|| format!("cannot exchange {} with {}", a.display(), b.display()))
+}
+
+/// Renames a directory to a name that must not exist (`renameat2(RENAME_NOREPLACE)`);
+/// no fallback: the callers have checked that the filesystem has `renameat2`.
+pub fn rename_dir_noreplace(from: &Path, to: &Path) -> Result<()> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE)
+        .map_err(io::Error::from)
+        .with_context(|| format!("cannot rename {} to {}", from.display(), to.display()))
+}
+
+/// The inode number of a path, or `None` when nothing has that name.
+pub fn inode(path: &Path) -> Result<Option<u64>> {
+    use std::os::unix::fs::MetadataExt;
+    match fs::symlink_metadata(path) {
+        Ok(meta) => Ok(Some(meta.ino())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot stat {}", path.display())),
+    }
+}
+
 /// Both names exist: fine only if they are one file (a link + unlink cut in half).
 fn existing_destination(from: &Path, to: &Path) -> Result<Published> {
     use std::os::unix::fs::MetadataExt;

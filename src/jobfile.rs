@@ -122,6 +122,7 @@ pub struct JobFile {
     pub format: Option<Format>,
     pub compression: Option<crate::sink::encode::Compression>,
     pub target_file_size: Option<String>,
+    pub mode: Option<crate::cli::Mode>,
     #[serde(default)]
     pub dedupe_key: Vec<String>,
     pub schema: Option<SchemaSpec>,

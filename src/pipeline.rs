@@ -155,6 +155,7 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
             journal,
             spec.layout,
             spec.columns.clone(),
+            spec.run.options.mode,
             nstages,
             spec.counters.clone(),
         );

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 
+use crate::cli::Mode;
 use crate::config::{Common, LoadConfig};
 use crate::exit::{LockHeld, Stopped};
 use crate::failpoint;
@@ -18,7 +19,7 @@ use crate::pipeline;
 use crate::progress::Progress;
 use crate::report::{Messages, Summary};
 use crate::signals;
-use crate::sink::pending;
+use crate::sink::{overwrite, pending};
 use crate::source::{self, discover, Fingerprint};
 use crate::table::JobLayout;
 
@@ -225,6 +226,9 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         inputs: plan.new,
     };
     pipeline::validate(&layout, &run, &columns)?;
+    if run.options.mode == Mode::OverwritePartitions {
+        overwrite::check_supported(&layout)?;
+    }
     if let Some(signal) = signals::requested() {
         return Err(Stopped {
             signal,
@@ -313,10 +317,13 @@ pub fn finish(
     journal: &mut Journal,
     manifest: &mut Manifest,
 ) -> Result<RunLog> {
-    failpoint::hit("run.finished.before");
     let before = journal::replay(&layout.journal())?
         .log
         .context("the journal lost its run")?;
+    if before.started.options.mode == Mode::OverwritePartitions {
+        overwrite::replace_partitions(layout, journal, &before)?;
+    }
+    failpoint::hit("run.finished.before");
     let rows_written = before.checkpoints.iter().map(|c| c.rows_written).sum();
     journal.append(&Record::RunFinished { rows_written })?;
     failpoint::hit("run.finished.after");

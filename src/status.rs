@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+use crate::cli::Mode;
 use crate::config::Common;
 use crate::journal::{self, RunLog};
 use crate::manifest::Manifest;
@@ -103,9 +104,11 @@ fn recovery_plan(log: &RunLog, torn: u64) -> Vec<String> {
     if torn > 0 {
         steps.push(format!("ignore a torn journal record ({torn} bytes)"));
     }
+    let overwrite = log.started.options.mode == Mode::OverwritePartitions;
     for c in log.uncommitted() {
         steps.push(format!(
-            "publish checkpoint {} ({} file(s), {} row(s))",
+            "{} checkpoint {} ({} file(s), {} row(s))",
+            if overwrite { "commit" } else { "publish" },
             c.checkpoint,
             c.files.len(),
             c.rows_written
@@ -138,6 +141,19 @@ fn recovery_plan(log: &RunLog, torn: u64) -> Vec<String> {
             "read all {} input(s) from the start",
             log.started.inputs.len()
         )),
+    }
+    if overwrite {
+        steps.push(match (&log.exchange, log.exchanged) {
+            (_, true) => "remove the old content of the replaced partitions".into(),
+            (Some(swaps), false) => format!(
+                "finish replacing {} partition(s) (the exchange is journaled), then remove \
+                 their old content",
+                swaps.len()
+            ),
+            (None, false) => "replace every partition the run wrote to with its new content, \
+                              then remove the old content"
+                .into(),
+        });
     }
     steps
 }

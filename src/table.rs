@@ -7,6 +7,8 @@
 //! TABLE/_ingest/JOB/manifest      inputs loaded by finished runs
 //! TABLE/_ingest/JOB/pending/RUN/CHECKPOINT/   staging area of one transaction
 //! TABLE/_ingest/JOB/state/RUN/    stage snapshots of a run
+//! TABLE/_ingest/JOB/overwrite/RUN/COL=VALUE/  overwrite mode: a partition's new content
+//!                                 before its exchange, its old content after
 //! ```
 //! Everything a run creates under `_ingest/` is named by job and run id, so cleanup can
 //! remove exactly what the journal proves a run owns, and never another job's files.
@@ -59,6 +61,11 @@ impl JobLayout {
     /// Stage snapshots of one run.
     pub fn state_run(&self, run: &str) -> PathBuf {
         self.dir.join("state").join(run)
+    }
+
+    /// Shadow partitions of one overwrite run.
+    pub fn overwrite_run(&self, run: &str) -> PathBuf {
+        self.dir.join("overwrite").join(run)
     }
 
     /// Turns a table-relative path from the journal into a real path.

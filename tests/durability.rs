@@ -9,7 +9,10 @@
 //! 4. every directory created is fsynced in its parent before a journal record that
 //!    relies on it is written;
 //! 5. a new journal is fsynced, renamed into place and its directory fsynced before any
-//!    data is staged.
+//!    data is staged;
+//! 6. overwrite mode: the shadow partitions are fsynced before the `Exchange` record, each
+//!    exchange follows that record's fsync and both of its parents are fsynced before
+//!    `Exchanged` is written, and no old file is removed before `Exchanged` is durable.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -27,8 +30,11 @@ enum Call {
         from: String,
         to: String,
         noreplace: bool,
+        exchange: bool,
     },
     Mkdir(String),
+    /// `unlinkat(dirfd, name)`: the directory's path (strace -y) joined with the name.
+    Unlink(String),
 }
 
 #[derive(Debug, Clone)]
@@ -104,9 +110,15 @@ fn parse(trace: &str) -> Vec<Event> {
                 from: q[0].clone(),
                 to: q[1].clone(),
                 noreplace: text.contains("RENAME_NOREPLACE"),
+                exchange: text.contains("RENAME_EXCHANGE"),
             })
         } else if text.starts_with("mkdir(") || text.starts_with("mkdirat(") {
             quoted(&text).into_iter().next().map(Call::Mkdir)
+        } else if text.starts_with("unlinkat(") {
+            let name = quoted(&text).into_iter().next();
+            fd_path(&text)
+                .zip(name)
+                .map(|(dir, name)| Call::Unlink(format!("{dir}/{name}")))
         } else {
             None
         };
@@ -145,7 +157,7 @@ fn strace(w: &Workdir, args: &[&str], env: Option<(&str, &str)>) -> String {
     cmd.args(["-f", "-y", "-s", "64", "-o"]).arg(&trace);
     cmd.args([
         "-e",
-        "trace=fsync,fdatasync,write,rename,renameat,renameat2,mkdir,mkdirat",
+        "trace=fsync,fdatasync,write,rename,renameat,renameat2,mkdir,mkdirat,unlinkat",
     ]);
     cmd.arg(bin()).args(args).current_dir(w.dir.path());
     for (key, _) in std::env::vars_os() {
@@ -321,6 +333,14 @@ fn journal_records(path: &Path) -> Vec<Record> {
             });
         }
     }
+    if let Some(partitions) = &log.exchange {
+        records.push(Record::Exchange {
+            partitions: partitions.clone(),
+        });
+    }
+    if log.exchanged {
+        records.push(Record::Exchanged);
+    }
     if log.finished {
         records.push(Record::RunFinished { rows_written: 0 });
     }
@@ -404,5 +424,107 @@ fn recovery_fsyncs_in_protocol_order() {
         table_rows(&table),
         input_rows(&[w.path("orders")]),
         "traced recovery",
+    );
+}
+
+#[test]
+fn an_overwrite_fsyncs_in_protocol_order() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let table = w.dir.path().join("t");
+    let t = table.to_str().unwrap();
+    assert_code(&w.run(&["-t", t, "-p", "country", "orders"]), 0);
+    let trace = strace(
+        &w,
+        &[
+            "-t",
+            t,
+            "-p",
+            "country",
+            "--mode",
+            "overwrite-partitions",
+            "--reload",
+            "--checkpoint-rows",
+            "150",
+            "orders",
+        ],
+        None,
+    );
+    check(&trace, &table);
+    let events = parse(&trace);
+    let job = table.join("_ingest/default");
+    let journal_path = job.join("journal").to_str().unwrap().to_string();
+    let records = journal_records(&job.join("journal"));
+    let writes: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(&e.call, Call::Write(p) if *p == journal_path))
+        .collect();
+    let written = &records[records.len() - writes.len()..];
+    let at = |wanted: fn(&Record) -> bool| {
+        let i = written.iter().position(wanted).expect("record traced");
+        writes[i].start
+    };
+    let exchange_write = at(|r| matches!(r, Record::Exchange { .. }));
+    let exchanged_write = at(|r| matches!(r, Record::Exchanged));
+    let Some(Record::Exchange { partitions }) = written
+        .iter()
+        .find(|r| matches!(r, Record::Exchange { .. }))
+    else {
+        unreachable!()
+    };
+    let exchange_durable = synced_after(&events, &journal_path, exchange_write).unwrap();
+    let exchanged_durable = synced_after(&events, &journal_path, exchanged_write).unwrap();
+    let countries: std::collections::BTreeSet<String> = input_rows(&[w.path("orders")])
+        .into_iter()
+        .map(|r| format!("country={}", r["country"]))
+        .collect();
+    let swapped: std::collections::BTreeSet<String> =
+        partitions.iter().map(|s| s.partition.clone()).collect();
+    assert_eq!(swapped, countries);
+    let run_dir = job.join("overwrite").to_str().unwrap().to_string();
+    for swap in partitions {
+        let live = table.join(&swap.partition).to_str().unwrap().to_string();
+        let swap_event = events
+            .iter()
+            .find(|e| matches!(&e.call, Call::Rename { to, exchange, .. } if *exchange && *to == live))
+            .unwrap_or_else(|| panic!("rule 6: {live} never exchanged"));
+        let Call::Rename { from: shadow, .. } = &swap_event.call else {
+            unreachable!()
+        };
+        assert!(shadow.starts_with(&run_dir), "{shadow}");
+        let shadow_synced = events
+            .iter()
+            .any(|e| matches!(&e.call, Call::Sync(p) if p == shadow) && e.end < exchange_write);
+        assert!(
+            shadow_synced,
+            "rule 6: {shadow} not fsynced before Exchange"
+        );
+        assert!(
+            swap_event.start > exchange_durable,
+            "rule 6: {live} exchanged before the Exchange record was durable"
+        );
+        for dir in [parent(&live), parent(shadow)] {
+            let ok = synced_after(&events, &dir, swap_event.end)
+                .is_some_and(|end| end < exchanged_write);
+            assert!(ok, "rule 6: {dir} not fsynced after the exchange of {live}");
+        }
+    }
+    let early_unlink = events.iter().find(|e| {
+        matches!(&e.call, Call::Unlink(p) if p.starts_with(&run_dir)) && e.start < exchanged_durable
+    });
+    assert!(
+        early_unlink.is_none(),
+        "rule 6: old content removed before Exchanged was durable: {early_unlink:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(&e.call, Call::Unlink(p) if p.starts_with(&run_dir))),
+        "the old content was never removed"
+    );
+    assert_same_rows(
+        table_rows(&table),
+        input_rows(&[w.path("orders")]),
+        "traced overwrite",
     );
 }

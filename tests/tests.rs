@@ -10,6 +10,7 @@ mod formats;
 mod jobs;
 mod load;
 mod operator;
+mod overwrite;
 mod partition;
 mod recover;
 mod spectrum;

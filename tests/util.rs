@@ -290,6 +290,17 @@ pub fn many_partitions(w: &Workdir) -> PathBuf {
     w.write("many.csv", text)
 }
 
+/// Every fail point, as `ingest --list-fail-points` prints them.
+pub fn all_fail_points() -> Vec<String> {
+    let out = Workdir::new().run(&["--list-fail-points"]);
+    assert_code(&out, 0);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
 /// Files a reader would list that are not committed data: must always be empty.
 pub fn visible_debris(table: &Path) -> Vec<PathBuf> {
     if !table.exists() {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
+use crate::cli::Mode;
 use crate::failpoint;
 use crate::fsutil;
 use crate::journal::Checkpoint;
@@ -14,11 +15,18 @@ use crate::table::JobLayout;
 /// commit: publishes a completed checkpoint's staged files into the table.
 ///
 /// Idempotent: a file already at its destination with the journaled size is done. Never
-/// replaces a file: a different file at a destination is an error, not a clobber.
-pub fn publish(layout: &JobLayout, checkpoint: &Checkpoint) -> Result<()> {
+/// replaces a file: a different file at a destination is an error, not a clobber. In
+/// overwrite mode only the rejects are published: the data files wait in staging for
+/// the exchange that replaces whole partitions at the end of the run (`overwrite.rs`).
+pub fn publish(layout: &JobLayout, checkpoint: &Checkpoint, mode: Mode) -> Result<()> {
     let mut dirs = BTreeSet::new();
-    let mid = checkpoint.files.len().div_ceil(2);
-    for (i, file) in checkpoint.files.iter().enumerate() {
+    let files: Vec<_> = checkpoint
+        .files
+        .iter()
+        .filter(|f| mode == Mode::Append || f.is_rejects())
+        .collect();
+    let mid = files.len().div_ceil(2);
+    for (i, file) in files.into_iter().enumerate() {
         let staged = layout.dir.join(&file.staged);
         let dest = layout.in_table(&file.dest);
         let dir = dest

@@ -17,6 +17,7 @@
 
 mod commit;
 pub mod encode;
+pub mod overwrite;
 #[cfg(feature = "parquet")]
 pub mod parquet;
 pub mod partition;
@@ -55,6 +56,18 @@ pub struct StagedFile {
     pub dest: String,
     pub size: u64,
     pub rows: u64,
+}
+
+/// The table directory holding each job's rejects files (hidden from readers).
+pub const REJECTS_DIR: &str = "_rejects";
+
+impl StagedFile {
+    /// A rejects file, rather than table data.
+    pub fn is_rejects(&self) -> bool {
+        self.dest
+            .strip_prefix(REJECTS_DIR)
+            .is_some_and(|rest| rest.starts_with('/'))
+    }
 }
 
 /// How data files are written.
@@ -224,7 +237,7 @@ impl TableSink {
                 );
                 // `.csv.rejects`: CSV inside, but no reader's `**/*.csv` glob (DuckDB's
                 // descends into `_` directories) mistakes it for table data.
-                let dest = format!("_rejects/{}/{name}", self.layout.job);
+                let dest = format!("{REJECTS_DIR}/{}/{name}", self.layout.job);
                 let part = self.open_file(
                     name,
                     dest,

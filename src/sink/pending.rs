@@ -45,16 +45,19 @@ pub fn discard_incomplete(
     Ok(unknown)
 }
 
-/// Removes a finished run's (now empty) staging and snapshot directories.
+/// Removes a finished run's (now empty) staging and snapshot directories, and the old
+/// content of the partitions an overwrite run replaced.
 pub fn remove_run(layout: &JobLayout, run: &str) -> Result<()> {
+    fsutil::remove_dir_all_durable(&layout.overwrite_run(run))?;
     fsutil::remove_dir_all_durable(&layout.pending_run(run))?;
     fsutil::remove_dir_all_durable(&layout.state_run(run))
 }
 
-/// Lists other runs' leftovers under `pending/` and `state/`: never removed automatically.
+/// Lists other runs' leftovers under `pending/`, `state/` and `overwrite/`: never removed
+/// automatically.
 pub fn foreign_runs(layout: &JobLayout, run: Option<&str>) -> Result<Vec<String>> {
     let mut found = Vec::new();
-    for area in ["pending", "state"] {
+    for area in ["pending", "state", "overwrite"] {
         let dir = layout.dir.join(area);
         for name in list(&dir)? {
             if Some(name.as_str()) != run {

@@ -1,0 +1,167 @@
+//! `--mode overwrite-partitions`: every partition a run writes to is replaced as a whole,
+//! atomically, when the run's last checkpoint is committed; no other partition is touched.
+//!
+//! In this mode a checkpoint's commit publishes only its rejects: its data files stay in
+//! the staging area, decided (the journal names them) and durable, so no reader sees part
+//! of the new content early. When the last checkpoint is committed, `finish` replaces the
+//! partitions, each step safe to repeat from the journal alone:
+//! 1. Assemble: move every data file of the run from staging into a shadow copy of its
+//!    partition, `_ingest/JOB/overwrite/RUN/COL=VALUE/`, under its final name; fsync.
+//!    *Crash*: the next attempt moves what is left (a file already moved is done).
+//! 2. Journal `Exchange`: each partition with the inode of its shadow directory.
+//! 3. Swap each partition with `renameat2(RENAME_EXCHANGE)` (a partition that does not
+//!    exist yet is renamed into place without replacing anything), then fsync both parent
+//!    directories. Readers of the partition's path see the old directory or the new one,
+//!    never a mix and never nothing. *Crash midway*: a partition whose live directory
+//!    already has the journaled inode is done; the others are swapped now.
+//! 4. Journal `Exchanged`. Only now do the shadows (holding the old content) stop
+//!    mattering; they are removed with the run's other leftovers after `RunFinished`.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+
+use crate::failpoint;
+use crate::fsutil;
+use crate::journal::{Journal, Record, RunLog, Swap};
+use crate::table::JobLayout;
+
+/// Steps 1 to 4 for a run whose last checkpoint is committed.
+pub fn replace_partitions(layout: &JobLayout, journal: &mut Journal, log: &RunLog) -> Result<()> {
+    if log.exchanged {
+        return Ok(());
+    }
+    let shadow_root = layout.overwrite_run(&log.started.run_id);
+    let swaps = match &log.exchange {
+        Some(swaps) => swaps.clone(),
+        None => {
+            let swaps = assemble(layout, log, &shadow_root)?;
+            journal.append(&Record::Exchange {
+                partitions: swaps.clone(),
+            })?;
+            swaps
+        }
+    };
+    failpoint::hit("overwrite.exchange.before");
+    for (i, swap) in swaps.iter().enumerate() {
+        let live = layout.in_table(&swap.partition);
+        let shadow = shadow_root.join(&swap.partition);
+        swap_in(&live, &shadow, swap.inode)?;
+        fsutil::sync_dir(parent(&live)?)?;
+        fsutil::sync_dir(parent(&shadow)?)?;
+        if i == 0 {
+            // One partition swapped, the others (if any) not yet.
+            failpoint::hit("overwrite.exchange.mid");
+        }
+    }
+    journal.append(&Record::Exchanged)?;
+    failpoint::hit("overwrite.exchanged.after");
+    Ok(())
+}
+
+/// Step 1: moves the run's data files into shadow partitions; returns the swaps to make.
+fn assemble(layout: &JobLayout, log: &RunLog, shadow_root: &Path) -> Result<Vec<Swap>> {
+    let mut partitions = BTreeSet::new();
+    let files = log.checkpoints.iter().flat_map(|c| {
+        c.files
+            .iter()
+            .filter(|f| !f.is_rejects())
+            .map(move |f| (c, f))
+    });
+    let mid = files.clone().count().div_ceil(2);
+    for (i, (checkpoint, file)) in files.enumerate() {
+        let Some((partition, _)) = file.dest.rsplit_once('/') else {
+            bail!(
+                "{} is not in a partition; overwrite-partitions needs --partition-by",
+                file.dest
+            );
+        };
+        let shadow = shadow_root.join(&file.dest);
+        fsutil::create_dir_all_durable(parent(&shadow)?)?;
+        let staged = layout.dir.join(&file.staged);
+        if !staged.exists() && !shadow.exists() {
+            bail!(
+                "checkpoint {} is committed but its staged file {} is missing; the new \
+                 content of {partition} is incomplete, so no partition was replaced",
+                checkpoint.checkpoint,
+                staged.display()
+            );
+        }
+        fsutil::rename_noreplace(&staged, &shadow)?;
+        partitions.insert(partition.to_string());
+        if i + 1 == mid {
+            failpoint::hit("overwrite.assemble.mid");
+        }
+    }
+    // Each shadow partition and its parents up to the job's directory, deepest first (a
+    // directory made by an earlier, crashed attempt may never have been fsynced).
+    let mut dirs = BTreeSet::new();
+    for partition in &partitions {
+        let mut dir = Some(shadow_root.join(partition));
+        while let Some(d) = dir.filter(|d| d.starts_with(&layout.dir)) {
+            dir = d.parent().map(Path::to_path_buf);
+            if !dirs.insert(d) {
+                break;
+            }
+        }
+    }
+    for dir in dirs.iter().rev() {
+        fsutil::sync_dir(dir)?;
+    }
+    let mut swaps = Vec::with_capacity(partitions.len());
+    for partition in partitions {
+        let dir = shadow_root.join(&partition);
+        let inode = fsutil::inode(&dir)?
+            .with_context(|| format!("shadow partition {} vanished", dir.display()))?;
+        swaps.push(Swap { partition, inode });
+    }
+    Ok(swaps)
+}
+
+/// Step 3 for one partition; a no-op when the live directory already is the new one.
+fn swap_in(live: &Path, shadow: &Path, new_inode: u64) -> Result<()> {
+    if fsutil::inode(live)? == Some(new_inode) {
+        return Ok(());
+    }
+    if fsutil::inode(shadow)? != Some(new_inode) {
+        bail!(
+            "the new content of partition {} is no longer at {}; something outside this run \
+             moved it, so the partition was not replaced",
+            live.display(),
+            shadow.display()
+        );
+    }
+    if live.is_dir() {
+        fsutil::exchange(shadow, live)
+    } else {
+        let dir = parent(live)?;
+        fsutil::create_dir_all_durable(dir)?;
+        fsutil::rename_dir_noreplace(shadow, live)
+    }
+}
+
+/// Fails early, before anything is loaded, on a filesystem that cannot exchange two
+/// directories atomically (overwrite mode would otherwise fail only at the very end).
+pub fn check_supported(layout: &JobLayout) -> Result<()> {
+    let a = layout.dir.join("exchange-probe-a");
+    let b = layout.dir.join("exchange-probe-b");
+    for dir in [&a, &b] {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let exchanged = fsutil::exchange(&a, &b);
+    fsutil::remove_dir_all_durable(&a)?;
+    fsutil::remove_dir_all_durable(&b)?;
+    exchanged.with_context(|| {
+        format!(
+            "--mode overwrite-partitions needs a filesystem that can exchange two directories \
+             atomically (renameat2 RENAME_EXCHANGE), and the one holding {} cannot",
+            layout.table.display()
+        )
+    })
+}
+
+fn parent(path: &Path) -> Result<&Path> {
+    path.parent()
+        .with_context(|| format!("{} has no parent directory", path.display()))
+}
