@@ -158,6 +158,22 @@ check(f"overwrite: per-day count and sum(amount), {len(touched)} day(s) replaced
 check(f"overwrite: the {len(before)} files of untouched days byte-identical",
       [f for f, b in before.items() if not os.path.exists(f) or open(f, "rb").read() != b], [])
 
+# 2f. JSON lines inputs (plain, .gz, .zst): DuckDB reads the inputs itself and the table
+#     ingest made of them, and the two agree per country.
+events = os.path.join(work, "events")
+ingest("--target", events, "--partition-by", "country", "--format", "parquet", "--cast", "ms=float",
+       "--quiet", os.path.join(ROOT, "fixtures", "events"))
+src = os.path.join(ROOT, "fixtures", "events")
+want = duckdb.sql(
+    f"SELECT country, count(*), count(\"user\"), round(sum(ms), 3) FROM read_json("
+    f"['{src}/2026-11-26.jsonl', '{src}/2026-11-27.jsonl.gz', '{src}/2026-11-28.ndjson.zst'], "
+    f"format='newline_delimited', columns={{'country': 'VARCHAR', 'user': 'VARCHAR', 'ms': 'DOUBLE'}}) "
+    f"GROUP BY ALL ORDER BY ALL").fetchall()
+got = duckdb.sql(
+    f"SELECT country, count(*), count(\"user\"), round(sum(ms), 3) FROM read_parquet("
+    f"'{events}/**/*.parquet', hive_partitioning=true) GROUP BY ALL ORDER BY ALL").fetchall()
+check("jsonl input: per-country rows, non-null users and sum(ms) as DuckDB reads the inputs", got, want)
+
 # 3. A pipeline with rejects: DuckDB's glob must see the data and never the rejects.
 messy = os.path.join(work, "messy")
 ingest("--target", messy, "--quiet", "--null-markers", ",NULL", "--cast", "amount=decimal(12,2)",

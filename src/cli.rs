@@ -11,7 +11,9 @@ pub const DEFAULT_CHECKPOINT_ROWS: u64 = 1_000_000;
 
 /// Load CSV files into a Hive-partitioned table, exactly once.
 ///
-/// Inputs are read in checkpointed chunks; each checkpoint's output is staged in hidden
+/// Inputs are CSV with a header row, or JSON lines (`.jsonl`, `.ndjson`: one object per
+/// line, the first object's keys naming the columns); `.gz` and `.zst` are decompressed
+/// on the fly. They are read in checkpointed chunks; each checkpoint's output is staged in hidden
 /// files and published into the table's partitions only after the checkpoint is durable
 /// in a journal. After a crash, `ingest --target T --recover` finishes the run: nothing is
 /// lost and nothing is loaded twice.

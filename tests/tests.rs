@@ -8,6 +8,7 @@ mod durability;
 mod errors;
 mod formats;
 mod jobs;
+mod json_input;
 mod load;
 mod operator;
 mod overwrite;

@@ -3,6 +3,7 @@
 //! resume from. Its acknowledgement of barrier n is that position.
 
 pub mod discover;
+pub mod jsonl;
 pub mod reader;
 
 use std::path::Path;
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::batch::{encode_csv, Barrier, Msg, RecordBatch, Reject, BATCH_ROWS};
+use crate::batch::{Barrier, Msg, RecordBatch, Reject, BATCH_ROWS};
 use crate::checkpoint::Ack;
 use crate::exit::Stopped;
 use crate::failpoint;
@@ -77,7 +78,7 @@ pub fn read_columns(inputs: &[Fingerprint], delimiter: u8) -> Result<Option<Vec<
 
 /// Reads an input's header row; `None` for an input without one (empty).
 pub fn read_header(reader: &mut InputReader) -> Result<Option<Vec<String>>> {
-    if !reader.read_record()? {
+    if !reader.read_header_record()? {
         return Ok(None);
     }
     if let Some(why) = reader.invalid() {
@@ -260,13 +261,18 @@ pub fn run(
             if let Some(reason) = bad {
                 // A bad row travels with the batch as a reject: the sink fails the run or
                 // sets it aside, in the checkpoint it belongs to.
-                let record = encode_csv(reader.fields());
+                let record = reader.raw_record();
                 batch.rejects.push(Reject {
                     input: index as u32,
                     line: reader.record_line(),
                     reason,
                     record,
                 });
+            } else if reader.has_nulls() {
+                for &m in &mapping {
+                    batch.push_cell(reader.cell(m));
+                }
+                batch.end_row(index as u32, reader.record_line());
             } else if identity {
                 let (bytes, ends) = reader.raw_fields();
                 batch.push_fields(bytes, ends, index as u32, reader.record_line());

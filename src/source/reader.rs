@@ -10,6 +10,10 @@
 //!
 //! Offsets, lines and hashes are all of the *decoded* stream (what the CSV parser sees),
 //! so a `.gz` input is positioned and fingerprinted like the plain file it contains.
+//!
+//! A `.jsonl` or `.ndjson` input (compressed or not) is read the same way, a record being
+//! a line (`jsonl.rs` turns it into fields): the same offsets, line counts and hashes, the
+//! same resumption.
 
 use std::fs::File;
 use std::io::Read;
@@ -20,6 +24,8 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use csv_core::{ReadRecordResult, ReaderBuilder};
 use xxhash_rust::xxh3::Xxh3;
+
+use super::jsonl;
 
 const CHUNK: usize = 256 * 1024;
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -44,6 +50,24 @@ pub struct InputReader {
     record_line: u64,
     /// Stream offset where the current record starts.
     record_start: u64,
+    /// Set for a JSON lines input.
+    jsonl: Option<JsonLines>,
+}
+
+/// The state of a JSON lines input.
+#[derive(Default)]
+struct JsonLines {
+    /// The first object's keys, once read.
+    columns: Vec<String>,
+    /// The current line.
+    line: Vec<u8>,
+    /// Lines consumed.
+    lines: u64,
+    /// The first object was read for its keys and is still to be returned as a record.
+    pending: bool,
+    values: jsonl::Values,
+    /// Why the current line is not a record.
+    error: Option<String>,
 }
 
 /// Counts the bytes read from the file itself (compressed, for a `.gz`), for progress.
@@ -78,6 +102,15 @@ fn open_counted(path: &Path, raw: Arc<AtomicU64>) -> Result<Box<dyn Read + Send>
         )),
         _ => Ok(Box::new(file)),
     }
+}
+
+/// True for JSON lines inputs: `.jsonl` or `.ndjson`, possibly compressed.
+pub fn is_jsonl(path: &str) -> bool {
+    let plain = path
+        .strip_suffix(".gz")
+        .or_else(|| path.strip_suffix(".zst"))
+        .unwrap_or(path);
+    plain.ends_with(".jsonl") || plain.ends_with(".ndjson")
 }
 
 /// True for inputs read through a decompressor (their size on disk is not the number of
@@ -213,6 +246,7 @@ impl InputReader {
             record_line: 0,
             record_start: 0,
             utf8: Utf8Check::default(),
+            jsonl: is_jsonl(&path.to_string_lossy()).then(JsonLines::default),
         };
         reader.fill()?;
         if reader.buf[reader.start..reader.end].starts_with(UTF8_BOM) {
@@ -233,9 +267,14 @@ impl InputReader {
         Ok(())
     }
 
-    /// Why the current record is bad, if it holds a byte that is not UTF-8.
+    /// Why the current record is bad, if it holds a byte that is not UTF-8 (or, in JSON
+    /// lines, is not an object of the input's columns).
     pub fn invalid(&mut self) -> Option<String> {
-        if !self.utf8.bad_within(self.record_start, self.offset) {
+        let bad_utf8 = self.utf8.bad_within(self.record_start, self.offset);
+        if let Some(json) = &mut self.jsonl {
+            return json.error.take();
+        }
+        if !bad_utf8 {
             return None;
         }
         let field = (0..self.nfields)
@@ -254,10 +293,166 @@ impl InputReader {
         self.offset += n as u64;
     }
 
+    /// Reads the header: the first record of a CSV input, the keys of the first object
+    /// of a JSON lines input (that object is then the first record). `false` when empty.
+    pub fn read_header_record(&mut self) -> Result<bool> {
+        if self.jsonl.is_none() {
+            return self.read_record();
+        }
+        if !self.next_json_line()? {
+            return Ok(false);
+        }
+        let Some(json) = &mut self.jsonl else {
+            return Ok(false);
+        };
+        let keys = jsonl::keys(&json.line).map_err(|e| {
+            anyhow::anyhow!(
+                "{}:{}: the first line must be a JSON object whose keys name the columns; {e}",
+                self.name,
+                self.record_line
+            )
+        })?;
+        let mut names = Vec::new();
+        let mut ends = Vec::with_capacity(keys.len());
+        for key in &keys {
+            names.extend_from_slice(key.as_bytes());
+            ends.push(names.len());
+        }
+        json.columns = keys;
+        json.pending = true;
+        self.set_fields(&names, &ends);
+        Ok(true)
+    }
+
+    /// Reads the next non-blank line of a JSON lines input into its line buffer.
+    fn next_json_line(&mut self) -> Result<bool> {
+        loop {
+            let Some(json) = &mut self.jsonl else {
+                return Ok(false);
+            };
+            json.line.clear();
+            self.record_line = json.lines + 1;
+            self.record_start = self.offset;
+            loop {
+                self.fill()?;
+                let Some(json) = &mut self.jsonl else {
+                    return Ok(false);
+                };
+                let input = &self.buf[self.start..self.end];
+                if input.is_empty() {
+                    if json.line.is_empty() {
+                        return Ok(false);
+                    }
+                    json.lines += 1;
+                    break;
+                }
+                let (take, done) = match input.iter().position(|&b| b == b'\n') {
+                    Some(i) => (i + 1, true),
+                    None => (input.len(), false),
+                };
+                json.line.extend_from_slice(&input[..take]);
+                if done {
+                    json.lines += 1;
+                }
+                self.consume(take);
+                if done {
+                    break;
+                }
+            }
+            if !self
+                .jsonl
+                .as_ref()
+                .is_some_and(|json| jsonl::is_blank(&json.line))
+            {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// Reads the next JSON lines record; a line that is not one is kept as a single field
+    /// (the raw record of a reject) with `invalid()` saying why.
+    fn read_json_record(&mut self) -> Result<bool> {
+        let pending = self.jsonl.as_ref().is_some_and(|json| json.pending);
+        if pending {
+            if let Some(json) = &mut self.jsonl {
+                json.pending = false;
+            }
+        } else if !self.next_json_line()? {
+            self.nfields = 0;
+            return Ok(false);
+        }
+        let Some(json) = &mut self.jsonl else {
+            return Ok(false);
+        };
+        match jsonl::values(&json.line, &json.columns, &mut json.values) {
+            Ok(()) => {
+                let (bytes, ends) = (
+                    std::mem::take(&mut json.values.bytes),
+                    std::mem::take(&mut json.values.ends),
+                );
+                self.set_fields(&bytes, &ends);
+                if let Some(json) = &mut self.jsonl {
+                    json.values.bytes = bytes;
+                    json.values.ends = ends;
+                }
+            }
+            Err(why) => {
+                json.error = Some(why);
+                let line = std::mem::take(&mut json.line);
+                let text = jsonl::content(&line);
+                self.set_fields(text, &[text.len()]);
+                if let Some(json) = &mut self.jsonl {
+                    json.values.nulls.clear();
+                    json.line = line;
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Makes `bytes` (fields back to back, ending at `ends`) the current record.
+    fn set_fields(&mut self, bytes: &[u8], ends: &[usize]) {
+        if self.fields.len() < bytes.len() {
+            self.fields.resize(bytes.len(), 0);
+        }
+        self.fields[..bytes.len()].copy_from_slice(bytes);
+        if self.ends.len() < ends.len() {
+            self.ends.resize(ends.len(), 0);
+        }
+        self.ends[..ends.len()].copy_from_slice(ends);
+        self.nfields = ends.len();
+    }
+
+    /// Field `i` of the current record, `None` when null (only JSON lines has nulls).
+    pub fn cell(&self, i: usize) -> Option<&[u8]> {
+        let null = self
+            .jsonl
+            .as_ref()
+            .is_some_and(|json| json.values.nulls.get(i).copied().unwrap_or(false));
+        (!null).then(|| self.field(i))
+    }
+
+    /// The current record as it was written, for the rejects: its line for JSON lines,
+    /// its fields CSV-encoded for CSV.
+    pub fn raw_record(&self) -> Vec<u8> {
+        match &self.jsonl {
+            Some(json) => jsonl::content(&json.line).to_vec(),
+            None => crate::batch::encode_csv(self.fields()),
+        }
+    }
+
+    /// True when records may hold nulls (read them with `cell`).
+    pub fn has_nulls(&self) -> bool {
+        self.jsonl.is_some()
+    }
+
     /// Reads the next record into the reader; `false` at the end of the input.
     ///
     /// Hot path: the field and end buffers are reused; nothing is allocated per record.
     pub fn read_record(&mut self) -> Result<bool> {
+        if self.jsonl.is_some() {
+            return self.read_json_record();
+        }
         // csv_core counts lines from 1: before a record, line() is the line it starts on.
         self.record_line = self.core.line();
         self.record_start = self.offset;
@@ -338,7 +533,10 @@ impl InputReader {
 
     /// Lines consumed so far.
     pub fn lines(&self) -> u64 {
-        self.core.line()
+        match &self.jsonl {
+            Some(json) => json.lines,
+            None => self.core.line(),
+        }
     }
 
     /// Hash of every decoded byte consumed so far; the whole input's hash at the end.
@@ -378,6 +576,11 @@ impl InputReader {
                  differ from the ones already loaded",
                 self.name
             );
+        }
+        if let Some(json) = &mut self.jsonl {
+            // The first object, read for its keys, was loaded before this position.
+            json.pending = false;
+            json.lines = lines;
         }
         self.core = ReaderBuilder::new().delimiter(self.delimiter).build();
         self.core.set_line(lines);
@@ -482,6 +685,77 @@ mod tests {
             })
             .collect();
             assert_eq!(rest, all[k..].to_vec(), "resumed after record {k}");
+        }
+    }
+
+    #[test]
+    fn json_lines_resume_at_every_record_boundary_compressed_or_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = "x".repeat(CHUNK + 1000); // a line that spans two buffer fills
+        let text = format!(
+            "{{\"a\": 1, \"b\": \"one\"}}\n\n{{\"b\": \"{long}\", \"a\": 2}}\r\n\
+             {{\"a\": null}}\nnot json\n{{\"a\": [1, {{\"b\": 2}}], \"b\": \"\\u00e9\"}}"
+        );
+        let zst = zstd::encode_all(text.as_bytes(), 3).unwrap();
+        for (name, bytes) in [("t.jsonl", text.as_bytes()), ("t.jsonl.zst", &zst[..])] {
+            let path = write(dir.path(), name, bytes);
+            let mut r = InputReader::open(&path, b',').unwrap();
+            assert!(r.read_header_record().unwrap());
+            assert_eq!(r.fields().collect::<Vec<_>>(), [b"a".as_slice(), b"b"]);
+            let mut positions = Vec::new();
+            let mut all = Vec::new();
+            let mut raw = Vec::new();
+            while r.read_record().unwrap() {
+                raw.push(r.raw_record());
+                let why = r.invalid();
+                let cells: Vec<Option<Vec<u8>>> = (0..r.len())
+                    .map(|i| r.cell(i).map(<[u8]>::to_vec))
+                    .collect();
+                all.push((r.record_line(), why, cells));
+                positions.push((r.offset(), r.lines(), r.hash()));
+            }
+            let lines: Vec<u64> = all.iter().map(|(line, _, _)| *line).collect();
+            assert_eq!(lines, [1, 3, 4, 5, 6], "{name}");
+            assert_eq!(all[0].2, [Some(b"1".to_vec()), Some(b"one".to_vec())]);
+            assert_eq!(all[1].2[1].as_ref().map(Vec::len), Some(long.len()));
+            assert_eq!(all[2].2, [None, None]);
+            assert!(all[3]
+                .1
+                .as_deref()
+                .unwrap()
+                .starts_with("not a JSON object"));
+            assert_eq!(
+                raw[1].len(),
+                long.len() + 17,
+                "a CRLF line, without its line end"
+            );
+            assert_eq!(raw[3], b"not json");
+            assert_eq!(
+                all[4].2,
+                [
+                    Some(b"[1, {\"b\": 2}]".to_vec()),
+                    Some("é".as_bytes().to_vec())
+                ]
+            );
+            assert_eq!(r.hash(), hash_input(&path).unwrap());
+            for (k, &(offset, lines, hash)) in positions.iter().enumerate() {
+                let mut again = InputReader::open(&path, b',').unwrap();
+                assert!(again.read_header_record().unwrap());
+                again.resume_at(offset, lines, hash).unwrap();
+                let mut rest = Vec::new();
+                while again.read_record().unwrap() {
+                    let why = again.invalid();
+                    let cells: Vec<Option<Vec<u8>>> = (0..again.len())
+                        .map(|i| again.cell(i).map(<[u8]>::to_vec))
+                        .collect();
+                    rest.push((again.record_line(), why, cells));
+                }
+                assert_eq!(
+                    rest,
+                    all[k + 1..].to_vec(),
+                    "{name}: resumed after record {k}"
+                );
+            }
         }
     }
 
