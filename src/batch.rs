@@ -121,6 +121,11 @@ impl RecordBatch {
         next
     }
 
+    /// Bytes of field data held (of the stored columns; for estimates).
+    pub fn data_len(&self) -> usize {
+        self.data.len()
+    }
+
     /// Number of records.
     pub fn len(&self) -> usize {
         self.lines.len()

@@ -3,10 +3,10 @@
 //! publish the checkpoint's files and journals `Committed(n)`.
 //!
 //! # The commit protocol, failure case by failure case
-//! 1. Source emits barrier n with its position; each stage snapshots its state (fsynced)
-//!    and acks; the sink preCommits: it flushes its staged files and acks with them, and
-//!    the coordinator fsyncs them and the staging directory (off the sink's thread, so
-//!    the next checkpoint's writing overlaps the fsyncs).
+//! 1. Source emits barrier n with its position; each stage writes a snapshot of its state
+//!    and acks; the sink preCommits: it flushes its staged files and acks with them. The
+//!    coordinator fsyncs the snapshots, the staged files and their directories (off the
+//!    stages' and sink's threads, so the next checkpoint's work overlaps the fsyncs).
 //!    *Crash here*: nothing in the journal names checkpoint n. Recovery discards its
 //!    staging area and snapshots, and resumes from checkpoint n-1's position.
 //! 2. All acks in: append `CheckpointComplete(n)` (position, snapshot refs, staged → final
@@ -31,7 +31,7 @@ use crate::journal::{Checkpoint, Journal, Record};
 use crate::progress::Counters;
 use crate::sink::{self, PreCommitted};
 use crate::source::{InputDone, Position};
-use crate::stage::SnapshotRef;
+use crate::stage::{self, SnapshotRef};
 use crate::table::JobLayout;
 
 /// A participant's acknowledgement of a checkpoint barrier.
@@ -147,6 +147,7 @@ impl<'a> Coordinator<'a> {
             bail!("checkpoint {n} was acknowledged without its source or sink");
         };
         let (rows_written, rejects) = (flushed.rows, flushed.rejects);
+        stage::make_durable(&self.layout.dir, &partial.snapshots)?;
         let files = flushed.make_durable()?;
         let checkpoint = Checkpoint {
             checkpoint: n,

@@ -24,6 +24,7 @@
 //!   checkpoint boundary), [`status`] (`--status`).
 
 pub mod batch;
+pub mod canonical;
 pub mod checkpoint;
 pub mod cli;
 pub mod config;

@@ -53,6 +53,7 @@ fn build_stages(spec: &Spec) -> Result<(Vec<IdentifiedStage>, Schema)> {
         run_id: run.run_id.clone(),
         started_at: run.started_at.clone(),
         inputs: run.inputs.iter().map(|i| i.path.clone()).collect(),
+        input_bytes: run.inputs.iter().map(|i| i.size).sum(),
     };
     let (built, schema) = spec::build(&run.options.stages, &Schema::strings(&spec.columns), &ctx)?;
     let mut stages = Vec::with_capacity(built.len());

@@ -4,11 +4,12 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use jiff::tz::TimeZone;
+use jiff::tz::Offset;
 use jiff::Timestamp;
 
 use super::{Func, Node, Ty, Value};
 use crate::batch::RecordBatch;
+use crate::canonical;
 
 fn read<'b>(batch: &'b RecordBatch, row: usize, col: usize, ty: Ty) -> Result<Value<'b>, String> {
     if batch.is_null(row, col) {
@@ -22,8 +23,14 @@ fn read<'b>(batch: &'b RecordBatch, row: usize, col: usize, ty: Ty) -> Result<Va
         Ty::Int => Value::Int(text.parse().map_err(|e| bad(&e))?),
         Ty::Float => Value::Float(text.parse().map_err(|e| bad(&e))?),
         Ty::Bool => Value::Bool(text == "true"),
-        Ty::Date => Value::Date(text.parse().map_err(|e| bad(&e))?),
-        Ty::Ts => Value::Ts(text.parse().map_err(|e| bad(&e))?),
+        Ty::Date => match canonical::date(bytes) {
+            Some(date) => Value::Date(date),
+            None => Value::Date(text.parse().map_err(|e| bad(&e))?),
+        },
+        Ty::Ts => match canonical::timestamp(bytes) {
+            Some(ts) => Value::Ts(ts),
+            None => Value::Ts(text.parse().map_err(|e| bad(&e))?),
+        },
     })
 }
 
@@ -177,7 +184,7 @@ fn call<'b>(
         return Ok(Value::Str(Cow::Owned(out)));
     }
     let v = eval(&args[0], batch, row)?;
-    let utc = |t: &Timestamp| t.to_zoned(TimeZone::UTC);
+    let utc = |t: &Timestamp| Offset::UTC.to_datetime(*t);
     Ok(match (func, v) {
         (_, Value::Null) => Value::Null,
         (Func::Date, Value::Date(d)) => Value::Date(d),

@@ -24,6 +24,7 @@ use rust_decimal::{Decimal, RoundingStrategy};
 
 use super::{set_aside, Stage};
 use crate::batch::{Column, RecordBatch};
+use crate::canonical;
 use crate::schema::{ColumnType, Schema};
 
 /// Converts text into one type's canonical text.
@@ -78,6 +79,25 @@ impl Caster {
             format: format.map(str::to_string),
             tz,
         })
+    }
+
+    /// True when `bytes` already are this type's canonical text, so that `cast` would
+    /// return them unchanged (checked without the general parsers; see `canonical.rs`).
+    pub fn is_canonical(&self, bytes: &[u8]) -> bool {
+        if self.format.is_some() || bytes.is_empty() {
+            return false;
+        }
+        match self.ty {
+            ColumnType::String => true,
+            ColumnType::Int => canonical::is_int(bytes),
+            ColumnType::Decimal { precision, scale } => {
+                canonical::is_decimal(bytes, precision, scale)
+            }
+            ColumnType::Bool => bytes == b"true" || bytes == b"false",
+            ColumnType::Date => canonical::date(bytes).is_some(),
+            ColumnType::Timestamp => canonical::timestamp(bytes).is_some(),
+            ColumnType::Float => false,
+        }
     }
 
     /// The canonical text of `text` as this type; `None` for null.
@@ -198,12 +218,24 @@ impl Stage for Cast {
         let mut bad: Vec<(usize, String)> = Vec::new();
         for (col, caster) in self.casters.iter().enumerate() {
             let Some(caster) = caster else { continue };
-            let mut values = Column::with_rows(batch.len());
+            // Built only once a value changes: a column already in canonical form (the
+            // common case) is left as it is, without a copy.
+            let mut changed: Option<Column> = None;
             for row in 0..batch.len() {
-                let Some(bytes) = batch.cell(row, col) else {
-                    values.push(None);
+                let cell = batch.cell(row, col);
+                let Some(bytes) = cell.filter(|b| !caster.is_canonical(b)) else {
+                    if let Some(values) = &mut changed {
+                        values.push(cell);
+                    }
                     continue;
                 };
+                let values = changed.get_or_insert_with(|| {
+                    let mut values = Column::with_rows(batch.len());
+                    for earlier in 0..row {
+                        values.push(batch.cell(earlier, col));
+                    }
+                    values
+                });
                 self.text.clear();
                 self.text.push_str(&String::from_utf8_lossy(bytes));
                 match caster.cast(&self.text) {
@@ -216,7 +248,9 @@ impl Stage for Cast {
                     }
                 }
             }
-            columns.push((col, values));
+            if let Some(values) = changed {
+                columns.push((col, values));
+            }
         }
         bad.sort_by_key(|(row, _)| *row);
         set_aside(batch, bad, |b| {

@@ -7,12 +7,10 @@
 //! disk returning a wrong bit. Snapshots are deltas (the digests first seen since the
 //! previous checkpoint), so a checkpoint costs what it added, not the whole set.
 
-use std::collections::HashSet;
-
 use anyhow::{anyhow, bail, Result};
-use foldhash::fast::RandomState;
 use xxhash_rust::xxh3::xxh3_128;
 
+use super::keyset::KeySet;
 use super::Stage;
 use crate::batch::RecordBatch;
 use crate::schema::Schema;
@@ -20,13 +18,16 @@ use crate::schema::Schema;
 /// The dedupe stage.
 pub struct Dedupe {
     key_cols: Vec<usize>,
-    /// Key digests. foldhash places them in the table, seeded per process, so crafted
-    /// input cannot aim at one bucket.
-    seen: HashSet<u128, RandomState>,
+    /// Key digests seen in the run.
+    seen: KeySet,
     /// Digests added since the last snapshot, 16 bytes LE each.
     delta: Vec<u8>,
     key: Vec<u8>,
+    /// The digests of the batch being processed, and whether each is new.
+    digests: Vec<u128>,
     keep: Vec<bool>,
+    /// The run's input size, until the first batch turns it into a row estimate.
+    expected_bytes: Option<u64>,
 }
 
 impl Dedupe {
@@ -38,11 +39,34 @@ impl Dedupe {
         }
         Ok(Dedupe {
             key_cols: idx,
-            seen: HashSet::default(),
+            seen: KeySet::default(),
             delta: Vec::new(),
             key: Vec::new(),
+            digests: Vec::new(),
             keep: Vec::new(),
+            expected_bytes: None,
         })
+    }
+
+    /// Sizes the key set for inputs of `bytes` in all, at the first batch: growing it
+    /// step by step rehashes every key again at each doubling, and with the set out of
+    /// cache that was half of the stage's time.
+    pub fn expecting(mut self, bytes: u64) -> Dedupe {
+        self.expected_bytes = Some(bytes).filter(|&b| b > 0);
+        self
+    }
+
+    /// Reserves room for the rows the inputs likely hold, judged by this batch's bytes
+    /// per row (+10%); a wrong guess costs only the usual growth or some idle memory.
+    fn size_for(&mut self, batch: &RecordBatch) {
+        let Some(bytes) = self.expected_bytes.take() else {
+            return;
+        };
+        let per_row = (batch.data_len() / batch.len().max(1)).max(8) as u64;
+        let rows = bytes / per_row + bytes / per_row / 10;
+        // Beyond this (a 3 GiB table) the set grows as the keys come, not on a guess.
+        const MOST: u64 = 1 << 27;
+        self.seen.reserve(rows.min(MOST) as usize);
     }
 }
 
@@ -57,9 +81,14 @@ impl Stage for Dedupe {
         "dedupe"
     }
 
-    /// Hot path: the key buffer and keep mask are reused; nothing is allocated per row.
+    /// Hot path: the buffers are reused; nothing is allocated per row. All digests of
+    /// the batch first, then one pass over the set (which prefetches ahead).
     fn process(&mut self, batch: &mut RecordBatch) -> Result<()> {
-        self.keep.clear();
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.size_for(batch);
+        self.digests.clear();
         for row in 0..batch.len() {
             self.key.clear();
             for &col in &self.key_cols {
@@ -69,12 +98,12 @@ impl Stage for Dedupe {
                     None => self.key.extend_from_slice(&u32::MAX.to_le_bytes()),
                 }
             }
-            let digest = xxh3_128(&self.key);
-            let new = self.seen.insert(digest);
-            if new {
-                self.delta.extend_from_slice(&digest.to_le_bytes());
-            }
-            self.keep.push(new);
+            self.digests.push(xxh3_128(&self.key));
+        }
+        self.keep.clear();
+        self.seen.insert_batch(&self.digests, &mut self.keep);
+        for (digest, _) in self.digests.iter().zip(&self.keep).filter(|(_, &new)| new) {
+            self.delta.extend_from_slice(&digest.to_le_bytes());
         }
         batch.retain(&self.keep);
         Ok(())
@@ -94,11 +123,15 @@ impl Stage for Dedupe {
                 bytes.len()
             );
         }
-        self.seen.reserve(bytes.len() / 16);
-        for chunk in bytes.chunks_exact(16) {
-            let mut digest = [0u8; 16];
-            digest.copy_from_slice(chunk);
-            self.seen.insert(u128::from_le_bytes(digest));
+        for chunk in bytes.chunks(16 * 4096) {
+            self.digests.clear();
+            self.digests.extend(chunk.chunks_exact(16).map(|d| {
+                let mut digest = [0u8; 16];
+                digest.copy_from_slice(d);
+                u128::from_le_bytes(digest)
+            }));
+            self.keep.clear();
+            self.seen.insert_batch(&self.digests, &mut self.keep);
         }
         Ok(())
     }

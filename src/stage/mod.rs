@@ -9,6 +9,7 @@ pub mod cast;
 pub mod clean;
 pub mod dedupe;
 pub mod expr;
+mod keyset;
 pub mod reshape;
 pub mod spec;
 
@@ -172,8 +173,9 @@ impl SnapshotStore {
         self.job_dir.join(&self.run_dir)
     }
 
-    /// Writes a snapshot durably (file and directory entry fsynced) before it is acked:
-    /// the journal will name it, so it must survive a power cut once named.
+    /// Writes a snapshot; the coordinator makes it durable (`make_durable`) before the
+    /// journal names it, off this stage's thread, so the stage goes on with the next
+    /// checkpoint's rows while the disk works.
     fn write(&self, stage: &str, checkpoint: u64, bytes: &[u8]) -> Result<SnapshotRef> {
         let rel = format!("{}/{stage}-{checkpoint:06}.snap", self.run_dir);
         let path = self.job_dir.join(&rel);
@@ -182,8 +184,6 @@ impl SnapshotStore {
         let mut file = fsutil::create_new(&path)?;
         std::io::Write::write_all(&mut file, bytes)
             .with_context(|| format!("cannot write {}", path.display()))?;
-        fsutil::sync_file(&file, &path)?;
-        fsutil::sync_dir(&self.dir())?;
         Ok(SnapshotRef {
             stage: stage.to_string(),
             file: rel,
@@ -205,6 +205,25 @@ impl SnapshotStore {
         }
         Ok(bytes)
     }
+}
+
+/// Fsyncs a checkpoint's snapshots and the directory naming them.
+///
+/// Survives: a power cut after `CheckpointComplete` names the snapshots (the coordinator
+/// calls this before journaling it).
+pub fn make_durable(job_dir: &Path, snapshots: &[SnapshotRef]) -> Result<()> {
+    let mut dirs = std::collections::BTreeSet::new();
+    for snapshot in snapshots {
+        let path = job_dir.join(&snapshot.file);
+        fsutil::sync_file(&fsutil::open_for_sync(&path)?, &path)?;
+        if let Some(dir) = path.parent() {
+            dirs.insert(dir.to_path_buf());
+        }
+    }
+    for dir in dirs {
+        fsutil::sync_dir(&dir)?;
+    }
+    Ok(())
 }
 
 /// Restores the stage `id` from every snapshot it wrote in the completed checkpoints.

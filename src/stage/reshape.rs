@@ -252,6 +252,7 @@ mod tests {
             run_id: "R".into(),
             started_at: "T".into(),
             inputs: vec!["a.csv".into(), "b.csv".into()],
+            input_bytes: 0,
         };
         let (mut m, out) = Append::metadata(&schema, "src", MetaField::SourceFile, &ctx).unwrap();
         let mut b = batch();

@@ -101,6 +101,8 @@ pub struct RunContext {
     pub run_id: String,
     pub started_at: String,
     pub inputs: Vec<String>,
+    /// The inputs' total size on disk: what stages that keep state size it by.
+    pub input_bytes: u64,
 }
 
 /// Builds the stages in order, each against the schema the previous one produces;
@@ -145,7 +147,9 @@ pub fn build(
                 boxed(Append::metadata(&schema, column, *field, ctx).map_err(named)?)
             }
             StageSpec::Dedupe { key } => {
-                let stage = Dedupe::new(key, &schema).map_err(|e| named(e.to_string()))?;
+                let stage = Dedupe::new(key, &schema)
+                    .map_err(|e| named(e.to_string()))?
+                    .expecting(ctx.input_bytes);
                 (Box::new(stage), schema.clone())
             }
         };
