@@ -47,6 +47,33 @@ pub fn timestamp(b: &[u8]) -> Option<Timestamp> {
     Offset::UTC.to_timestamp(date.to_datetime(time)).ok()
 }
 
+/// Appends a date's canonical text (`YYYY-MM-DD`, as jiff writes it) and returns true;
+/// digits are written directly for the years 0001 to 9999, jiff formats the rest.
+pub fn write_date(date: Date, out: &mut Vec<u8>) -> bool {
+    let year = date.year();
+    if !(1..=9999).contains(&year) {
+        use std::io::Write;
+        // Writing to a Vec cannot fail.
+        let _ = write!(out, "{date}");
+        return true;
+    }
+    let digit = |n: i16| b'0' + n as u8;
+    let (month, day) = (i16::from(date.month()), i16::from(date.day()));
+    out.extend_from_slice(&[
+        digit(year / 1000),
+        digit(year / 100 % 10),
+        digit(year / 10 % 10),
+        digit(year % 10),
+        b'-',
+        digit(month / 10),
+        digit(month % 10),
+        b'-',
+        digit(day / 10),
+        digit(day % 10),
+    ]);
+    true
+}
+
 /// `-?(0|[1-9][0-9]*)` short enough to fit any `i64`.
 pub fn is_int(b: &[u8]) -> bool {
     let digits = b.strip_prefix(b"-").unwrap_or(b);
@@ -155,6 +182,15 @@ mod tests {
                     prop_assert_eq!(slow(ColumnType::Int, &text), Some(text.clone()));
                 }
             }
+        }
+
+        /// Dates are written exactly as jiff writes them.
+        #[test]
+        fn dates_are_written_as_jiff_writes_them(days in -2_700_000i32..2_900_000) {
+            let date = Date::new(1970, 1, 1).unwrap().checked_add(jiff::Span::new().days(days)).unwrap();
+            let mut out = Vec::new();
+            prop_assert!(write_date(date, &mut out));
+            prop_assert_eq!(String::from_utf8(out).unwrap(), date.to_string());
         }
 
         /// And it accepts what the cast writes (so the fast path is the common path).

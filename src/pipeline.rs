@@ -1,4 +1,4 @@
-//! Wires one run's pipeline: source → stages → sink on their own threads, joined by
+//! Wires one run's pipeline: source → stages (chained on one thread) → sink, joined by
 //! bounded channels, with the coordinator on the calling thread collecting acks.
 //!
 //! Memory stays flat whatever the input size: at most `CHANNEL_DEPTH` batches wait on
@@ -136,14 +136,13 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
         let named = |name: &str| thread::Builder::new().name(format!("ingest-{name}"));
         let source = named("source").spawn_scoped(scope, move || source::run(plan, tx, acks, flag));
         handles.push(("source", source));
-        for (id, stage) in stages {
+        if !stages.is_empty() {
             let (tx, next_rx) = sync_channel(CHANNEL_DEPTH);
             let (acks, store) = (ack_tx.clone(), store.clone());
             let input = std::mem::replace(&mut rx, next_rx);
-            let handle = named(stage.name()).spawn_scoped(scope, move || {
-                stage::run(stage, &id, input, tx, acks, store)
-            });
-            handles.push(("stage", handle));
+            let handle = named("stages")
+                .spawn_scoped(scope, move || stage::run(stages, input, tx, acks, store));
+            handles.push(("stages", handle));
         }
         let acks = ack_tx.clone();
         handles.push((

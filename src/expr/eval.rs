@@ -16,6 +16,20 @@ fn read<'b>(batch: &'b RecordBatch, row: usize, col: usize, ty: Ty) -> Result<Va
         return Ok(Value::Null);
     }
     let bytes = batch.field(row, col);
+    // Typed columns come from casts, in canonical text: read without a parser.
+    match ty {
+        Ty::Date => {
+            if let Some(date) = canonical::date(bytes) {
+                return Ok(Value::Date(date));
+            }
+        }
+        Ty::Ts => {
+            if let Some(ts) = canonical::timestamp(bytes) {
+                return Ok(Value::Ts(ts));
+            }
+        }
+        _ => {}
+    }
     let text = String::from_utf8_lossy(bytes);
     let bad = |e: &dyn fmt::Display| format!("value {text:?} is not a valid {}: {e}", ty.name());
     Ok(match ty {
@@ -23,14 +37,8 @@ fn read<'b>(batch: &'b RecordBatch, row: usize, col: usize, ty: Ty) -> Result<Va
         Ty::Int => Value::Int(text.parse().map_err(|e| bad(&e))?),
         Ty::Float => Value::Float(text.parse().map_err(|e| bad(&e))?),
         Ty::Bool => Value::Bool(text == "true"),
-        Ty::Date => match canonical::date(bytes) {
-            Some(date) => Value::Date(date),
-            None => Value::Date(text.parse().map_err(|e| bad(&e))?),
-        },
-        Ty::Ts => match canonical::timestamp(bytes) {
-            Some(ts) => Value::Ts(ts),
-            None => Value::Ts(text.parse().map_err(|e| bad(&e))?),
-        },
+        Ty::Date => Value::Date(text.parse().map_err(|e| bad(&e))?),
+        Ty::Ts => Value::Ts(text.parse().map_err(|e| bad(&e))?),
     })
 }
 

@@ -28,6 +28,7 @@ use jiff::tz::TimeZone;
 use jiff::Timestamp;
 
 use crate::batch::RecordBatch;
+use crate::canonical;
 use crate::schema::{ColumnType, Schema};
 use parse::Ast;
 
@@ -84,7 +85,7 @@ impl Value<'_> {
             Value::Int(n) => write!(out, "{n}"),
             Value::Float(f) => write!(out, "{f}"),
             Value::Str(s) => out.write_all(s.as_bytes()),
-            Value::Date(d) => write!(out, "{d}"),
+            Value::Date(d) => return canonical::write_date(*d, out),
             Value::Ts(t) => write!(out, "{t}"),
         };
         true

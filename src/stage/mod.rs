@@ -1,9 +1,9 @@
 //! Transform stages and the runner that feeds them batches and barriers.
 //!
-//! A stage runs on its own thread between two bounded channels. On a barrier it
-//! snapshots whatever state it has, acknowledges the checkpoint to the coordinator and
-//! forwards the barrier, so the records before barrier n are exactly those reflected in
-//! every snapshot of n.
+//! The stages run in order on one thread (a chain) between two bounded channels. On a
+//! barrier each snapshots whatever state it has and acknowledges the checkpoint to the
+//! coordinator, then the barrier goes on, so the records before barrier n are exactly
+//! those reflected in every snapshot of n.
 
 pub mod cast;
 pub mod clean;
@@ -239,10 +239,15 @@ pub fn restore(
     Ok(())
 }
 
-/// Runs one stage until its input ends.
+/// Runs a chain of stages on one thread until its input ends.
+///
+/// Chaining (as stream processors chain operators into one task) keeps a batch on one
+/// core through every stage: no hand-over between threads per stage, and no more threads
+/// than the machine has cores for source, stages and sink. A barrier passes through the
+/// stages in order: each snapshots and acknowledges it before the next one sees it, so
+/// every snapshot of checkpoint n reflects exactly the records before barrier n.
 pub fn run(
-    mut stage: Box<dyn Stage>,
-    id: &str,
+    mut chain: Vec<(String, Box<dyn Stage>)>,
     input: Receiver<Msg>,
     output: SyncSender<Msg>,
     acks: Sender<Ack>,
@@ -252,23 +257,27 @@ pub fn run(
     for msg in input {
         match msg {
             Msg::Batch(mut batch) => {
-                stage.process(&mut batch)?;
+                for (_, stage) in &mut chain {
+                    stage.process(&mut batch)?;
+                }
                 if !batch.is_empty() || !batch.rejects.is_empty() {
                     output.send(Msg::Batch(batch)).map_err(stopped)?;
                 }
             }
             Msg::Barrier(barrier) => {
-                failpoint::hit("stage.snapshot.before");
-                let snapshot = match stage.snapshot()? {
-                    Some(bytes) => Some(store.write(id, barrier.checkpoint, &bytes)?),
-                    None => None,
-                };
-                failpoint::hit("stage.snapshot.after");
-                acks.send(Ack::Stage {
-                    checkpoint: barrier.checkpoint,
-                    snapshot,
-                })
-                .map_err(|_| anyhow!("the coordinator stopped"))?;
+                for (id, stage) in &mut chain {
+                    failpoint::hit("stage.snapshot.before");
+                    let snapshot = match stage.snapshot()? {
+                        Some(bytes) => Some(store.write(id, barrier.checkpoint, &bytes)?),
+                        None => None,
+                    };
+                    failpoint::hit("stage.snapshot.after");
+                    acks.send(Ack::Stage {
+                        checkpoint: barrier.checkpoint,
+                        snapshot,
+                    })
+                    .map_err(|_| anyhow!("the coordinator stopped"))?;
+                }
                 output.send(Msg::Barrier(barrier)).map_err(stopped)?;
             }
         }
