@@ -98,14 +98,30 @@ check("jsonl: row count", got[0], len(all_rows))
 check("jsonl: sum(amount)", decimal.Decimal(str(got[1])), sum(decimal.Decimal(r["amount"]) for r in all_rows))
 check("jsonl: order_id is a number", got[2], "BIGINT")
 
-# 2c. Compressed outputs, cut into small files: DuckDB reads them by extension.
-for fmt, comp, reader in [("csv", "gzip", "read_csv"), ("jsonl", "zstd", "read_json")]:
+# 2c. Every output format with every compression it takes, cut into small files:
+#     DuckDB finds the files by extension and agrees per partition (count, sum(amount)).
+want_by_dt = collections.defaultdict(lambda: [0, decimal.Decimal(0)])
+for r in all_rows:
+    want_by_dt[r["dt"]][0] += 1
+    want_by_dt[r["dt"]][1] += decimal.Decimal(r["amount"])
+want_by_dt = sorted((dt, n, s) for dt, (n, s) in want_by_dt.items())
+matrix = [("csv", "none", "csv", "read_csv"), ("csv", "gzip", "csv.gz", "read_csv"),
+          ("csv", "zstd", "csv.zst", "read_csv"), ("jsonl", "none", "jsonl", "read_json"),
+          ("jsonl", "gzip", "jsonl.gz", "read_json"), ("jsonl", "zstd", "jsonl.zst", "read_json"),
+          ("parquet", "zstd", "parquet", "read_parquet"), ("parquet", "snappy", "parquet", "read_parquet"),
+          ("parquet", "none", "parquet", "read_parquet")]
+for fmt, comp, ext, reader in matrix:
     out = os.path.join(work, f"{fmt}-{comp}")
     ingest("--target", out, "--format", fmt, "--compression", comp, "--target-file-size", "4K",
-           "--partition-by", "dt", "--quiet", os.path.join(ROOT, "fixtures", "orders"))
-    ext = {"gzip": "gz", "zstd": "zst"}[comp]
-    got = duckdb.sql(f"SELECT count(*) FROM {reader}('{out}/**/*.{fmt}.{ext}', hive_partitioning=true)").fetchall()[0][0]
-    check(f"{fmt}.{ext}: row count", got, len(all_rows))
+           "--cast", "amount=decimal(12,2)", "--partition-by", "dt", "--quiet",
+           os.path.join(ROOT, "fixtures", "orders"))
+    found = glob.glob(f"{out}/dt=*/*.{ext}")
+    check(f"{fmt}, {comp}: every data file ends in .{ext} ({len(found)} files)",
+          len(found) > 1 and all(f.endswith("." + ext) for f in found), True)
+    got = duckdb.sql(f"SELECT dt, count(*), sum(CAST(amount AS DECIMAL(18,2))) FROM "
+                     f"{reader}('{out}/**/*.{ext}', hive_partitioning=true, hive_types_autocast=false) "
+                     f"GROUP BY dt ORDER BY dt").fetchall()
+    check(f"{fmt}, {comp}: per-partition count and sum(amount)", got, want_by_dt)
 
 # 2d. Parquet: DuckDB agrees with counts and sums; pyarrow reads every file with the
 #     promised types.
