@@ -303,6 +303,13 @@ impl Encoder {
 
     /// Flushes, ends the compressed stream, and hands back the file.
     pub fn into_file(self) -> Result<File> {
+        self.finish()?.wait()
+    }
+
+    /// Starts finishing the file: flushed and closed at once for CSV and JSON lines; a
+    /// Parquet part's encoder thread goes on writing its last row group and footer, and
+    /// [`Finished::wait`] collects the file.
+    pub fn finish(self) -> Result<Finished> {
         let out = match self {
             Encoder::Csv(w) => (*w)
                 .into_inner()
@@ -311,9 +318,28 @@ impl Encoder {
                 .into_inner()
                 .map_err(|e| anyhow::Error::new(e.into_error()))?,
             #[cfg(feature = "parquet")]
-            Encoder::Parquet(p) => return p.into_file(),
+            Encoder::Parquet(p) => return Ok(Finished::Parquet(p.finish()?)),
         };
-        Ok(out.finish()?)
+        Ok(Finished::File(out.finish()?))
+    }
+}
+
+/// A staged file whose writing is done or finishing.
+#[derive(Debug)]
+pub enum Finished {
+    File(File),
+    #[cfg(feature = "parquet")]
+    Parquet(super::parquet::Tail),
+}
+
+impl Finished {
+    /// The complete file (for Parquet: once its encoder has written the footer).
+    pub fn wait(self) -> Result<File> {
+        match self {
+            Finished::File(file) => Ok(file),
+            #[cfg(feature = "parquet")]
+            Finished::Parquet(tail) => tail.wait(),
+        }
     }
 }
 

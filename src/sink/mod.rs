@@ -27,7 +27,6 @@ mod transaction;
 pub use commit::publish;
 use transaction::{PartFile, Transaction, SMALL_WRITE_BUFFER};
 
-use std::fs::File;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender};
 
@@ -41,7 +40,7 @@ use crate::failpoint;
 use crate::fsutil;
 use crate::schema::Schema;
 use crate::table::JobLayout;
-use encode::{Compression, Encoder, Layout};
+use encode::{Compression, Encoder, Finished, Layout};
 
 /// Suffix of staged files: matches no reader's glob for a committed extension.
 pub const STAGED_SUFFIX: &str = ".inprogress";
@@ -379,7 +378,7 @@ impl TableSink {
         let mut files = Vec::with_capacity(txn.parts.len());
         for part in txn.parts {
             let file = match part.writer {
-                Some(writer) => Some(writer.into_file().with_context(|| {
+                Some(writer) => Some(writer.finish().with_context(|| {
                     format!("cannot write staged file {}", part.staged.display())
                 })?),
                 None => None,
@@ -412,8 +411,8 @@ impl TableSink {
 #[derive(Debug)]
 pub struct PreCommitted {
     dir: PathBuf,
-    /// Each staged file, still open unless the open-file cap closed it.
-    files: Vec<(Option<File>, PathBuf, StagedFile)>,
+    /// Each staged file, still open (or finishing) unless the open-file cap closed it.
+    files: Vec<(Option<Finished>, PathBuf, StagedFile)>,
     /// Rows written in the transaction.
     pub rows: u64,
     /// Bad rows written to its rejects file.
@@ -427,7 +426,9 @@ impl PreCommitted {
         let mut out = Vec::with_capacity(self.files.len());
         for (file, path, mut staged) in self.files {
             let file = match file {
-                Some(file) => file,
+                Some(finished) => finished
+                    .wait()
+                    .with_context(|| format!("cannot write staged file {}", path.display()))?,
                 None => fsutil::open_for_sync(&path)?,
             };
             // Survives: a power cut after CheckpointComplete names this file.
