@@ -22,9 +22,14 @@ faster. Tools:
                   end, no journal/checkpoints/recovery ("no guarantees")
   duckdb-csv      DuckDB COPY … TO … (FORMAT csv, PARTITION_BY (country)), 2 threads
   ingest-parquet  ingest with --format parquet (all columns strings, zstd)
-  duckdb-parquet  the DuckDB COPY with FORMAT parquet (all_varchar, its default codec)
+  duckdb-parquet  the DuckDB COPY with FORMAT parquet (all_varchar, its default codec:
+                  snappy)
   xsv             xsv cat rows … | xsv partition country (xsv reads one stream)
   cat, cp         the I/O floor: read the inputs; copy them
+
+With --parquet it runs only codec-matched pairs, alternated: ingest --format parquet (zstd)
+against DuckDB's COPY with COMPRESSION zstd, and ingest --compression snappy against
+DuckDB's default (snappy).
 
 It also measures recovery: a load killed (SIGKILL) at 90% of its duration, then the time
 `--recover` takes, against the time of one checkpoint interval.
@@ -82,6 +87,9 @@ def tools(data, files, out):
         "baseline": [BASELINE, out, "country", *files],
         "duckdb-csv": [PY, "-c", duck, data, out, "csv"],
         "duckdb-parquet": [PY, "-c", duck, data, out, "parquet"],
+        "ingest-parquet-snappy": [INGEST, "-q", "-t", out, "-p", "country", "--format", "parquet",
+                                  "--compression", "snappy", data],
+        "duckdb-parquet-zstd": [PY, "-c", duck, data, out, "parquet, COMPRESSION zstd"],
         "xsv": ["sh", "-c", f"mkdir -p '{out}' && '{XSV}' cat rows {quoted} | '{XSV}' partition country '{out}' -"],
         "cat": ["sh", "-c", f"cat {quoted} > /dev/null"],
         "cp": ["cp", "-r", data, out],
@@ -101,10 +109,35 @@ def timed(cmd, out):
     return wall, rss_kb
 
 
-def bench_size(work, mb, reps):
+# Tools left out of the main table: they only appear in the codec-matched Parquet pairs.
+PAIR_ONLY = ("ingest-parquet-snappy", "duckdb-parquet-zstd")
+# Parquet, codec against codec: (ingest's command, DuckDB's command, codec).
+PARQUET_PAIRS = [("ingest-parquet", "duckdb-parquet-zstd", "zstd"),
+                 ("ingest-parquet-snappy", "duckdb-parquet", "snappy")]
+
+
+def parquet_pairs(work, mb, reps):
+    """Each pair alternated A B A B on the same data; the ratio is DuckDB's time over
+    ingest's in each round (median), so above 1 means ingest was faster."""
     data, files, nbytes = dataset(work, mb)
     out = os.path.join(work, "out")
     cmds = tools(data, files, out)
+    rows = []
+    for ours, theirs, codec in PARQUET_PAIRS:
+        walls = {ours: [], theirs: []}
+        for _ in range(reps):
+            for name in (ours, theirs):
+                walls[name].append(timed(cmds[name], out)[0])
+        ratio = statistics.median(t / o for o, t in zip(walls[ours], walls[theirs]))
+        rows.append((codec, statistics.median(walls[ours]), statistics.median(walls[theirs]), ratio))
+    shutil.rmtree(out, ignore_errors=True)
+    return nbytes, rows
+
+
+def bench_size(work, mb, reps):
+    data, files, nbytes = dataset(work, mb)
+    out = os.path.join(work, "out")
+    cmds = {k: v for k, v in tools(data, files, out).items() if k not in PAIR_ONLY}
     names = list(cmds)
     peers = [n for n in names if n != "ingest"]
     walls = {n: [] for n in names}
@@ -187,9 +220,22 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--work", default="/tmp/ingest-bench")
     ap.add_argument("--formats", action="store_true", help="only the table of output formats")
+    ap.add_argument("--parquet", action="store_true",
+                    help="only Parquet against DuckDB's Parquet COPY, same codec, alternated")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     setup()
+    if args.parquet:
+        for mb in [int(x) for x in args.sizes.split(",")]:
+            nbytes, rows = parquet_pairs(args.work, mb, args.reps)
+            print(f"## Parquet, {nbytes / 1e6:.0f} MB of CSV, partitioned by country, "
+                  f"median of {args.reps} alternated pairs\n")
+            print("| codec | ingest s | DuckDB s | DuckDB ÷ ingest (same round) |")
+            print("| --- | ---: | ---: | ---: |")
+            for codec, ours, theirs, ratio in rows:
+                print(f"| {codec} | {ours:.2f} | {theirs:.2f} | {ratio:.2f} |")
+            print()
+        return
     if args.formats:
         mb = int(args.sizes.split(",")[0])
         nbytes, rows = formats(args.work, mb)

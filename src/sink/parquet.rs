@@ -10,12 +10,12 @@
 //! is never appended to afterwards. When the open-file cap closes a Parquet part, the part is finished and
 //! the partition's next rows start a new part file.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::{bail, Context, Result};
 use arrow_array::builder::{
@@ -163,21 +163,122 @@ impl Builder {
 
 /// One Parquet part file being written.
 ///
-/// The sink thread only appends values to Arrow builders; full Arrow batches go over a
-/// small bounded channel to a thread of the part's own that owns the Parquet writer
-/// (dictionary encoding and compression, the expensive half), so encoding runs beside
-/// parsing and partitioning instead of after them. Finishing the part joins that thread
-/// and gets the complete file back.
+/// The sink thread only appends values to Arrow builders; full Arrow batches go to one
+/// of the run's encoder threads (the [`Pool`]), which owns the part's Parquet writer
+/// (encoding and compression, the expensive half), so encoding runs beside parsing and
+/// partitioning instead of after them. A part always goes to the same encoder, so its
+/// batches are written in order.
 pub struct ParquetPart {
     schema: Arc<ArrowSchema>,
     builders: Vec<Builder>,
-    batches: Option<SyncSender<ArrowBatch>>,
-    encoder: Option<JoinHandle<Result<File>>>,
+    id: u64,
+    encoder: SyncSender<Job>,
     written: Arc<AtomicU64>,
+    /// Set once the part was handed its last batch.
+    finished: bool,
 }
 
-/// Arrow batches waiting for a part's encoder thread.
-const ENCODER_QUEUE: usize = 2;
+/// Work for an encoder thread.
+enum Job {
+    Open {
+        id: u64,
+        writer: Box<ArrowWriter<Counted>>,
+        written: Arc<AtomicU64>,
+    },
+    Batch {
+        id: u64,
+        batch: ArrowBatch,
+    },
+    /// Write the footer and send the complete file (or the part's first error).
+    Finish {
+        id: u64,
+        done: SyncSender<Result<File>>,
+    },
+    /// The part was abandoned (an aborted checkpoint): drop its writer.
+    Drop {
+        id: u64,
+    },
+}
+
+/// Jobs waiting per encoder thread.
+const ENCODER_QUEUE: usize = 8;
+
+/// The encoder threads, one per core, started on first use and kept for the process.
+///
+/// A thread per part (the first design) started 40 threads per checkpoint on the
+/// benchmark; each allocated its buffers afresh in a new malloc arena, and page faults
+/// and TLB shootdowns took a fifth of the encoders' time. Long-lived threads reuse
+/// their memory.
+struct Pool {
+    workers: Vec<SyncSender<Job>>,
+    next: AtomicU64,
+}
+
+fn pool() -> Result<&'static Pool> {
+    static POOL: OnceLock<std::result::Result<Pool, String>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let n = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let mut workers = Vec::with_capacity(n);
+        for i in 0..n {
+            let (tx, rx) = sync_channel::<Job>(ENCODER_QUEUE);
+            std::thread::Builder::new()
+                .name(format!("ingest-parquet-{i}"))
+                .spawn(move || encode(rx))
+                .map_err(|e| format!("cannot start a Parquet encoder thread: {e}"))?;
+            workers.push(tx);
+        }
+        Ok(Pool {
+            workers,
+            next: AtomicU64::new(0),
+        })
+    })
+    .as_ref()
+    .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// An encoder thread: writes the batches of the parts it was given, in order.
+fn encode(jobs: std::sync::mpsc::Receiver<Job>) {
+    let mut parts: HashMap<u64, (Box<ArrowWriter<Counted>>, Arc<AtomicU64>)> = HashMap::new();
+    let mut failed: HashMap<u64, anyhow::Error> = HashMap::new();
+    for job in jobs {
+        match job {
+            Job::Open {
+                id,
+                writer,
+                written,
+            } => {
+                parts.insert(id, (writer, written));
+            }
+            Job::Batch { id, batch } => {
+                let Some((writer, written)) = parts.get_mut(&id) else {
+                    continue; // the part already failed
+                };
+                match writer.write(&batch) {
+                    Ok(()) => written.store(writer.inner().written(), Ordering::Relaxed),
+                    Err(e) => {
+                        parts.remove(&id);
+                        failed.insert(id, e.into());
+                    }
+                }
+            }
+            Job::Finish { id, done } => {
+                let result = match (parts.remove(&id), failed.remove(&id)) {
+                    (_, Some(e)) => Err(e),
+                    (Some((writer, _)), None) => writer
+                        .into_inner()
+                        .map(Counted::into_file)
+                        .map_err(anyhow::Error::from),
+                    (None, None) => Err(anyhow::anyhow!("unknown Parquet part {id}")),
+                };
+                let _ = done.send(result);
+            }
+            Job::Drop { id } => {
+                parts.remove(&id);
+                failed.remove(&id);
+            }
+        }
+    }
+}
 
 impl ParquetPart {
     /// Starts a Parquet file with the layout's columns.
@@ -202,32 +303,30 @@ impl ParquetPart {
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .set_dictionary_enabled(false)
             .build();
-        let mut writer = ArrowWriter::try_new(Counted::new(file), schema.clone(), Some(props))?;
+        let writer = ArrowWriter::try_new(Counted::new(file), schema.clone(), Some(props))?;
         let builders = layout
             .types
             .iter()
             .map(|ty| builder(*ty))
             .collect::<Result<_>>()?;
-        let (tx, rx) = sync_channel::<ArrowBatch>(ENCODER_QUEUE);
+        let pool = pool()?;
+        let id = pool.next.fetch_add(1, Ordering::Relaxed);
+        let encoder = pool.workers[id as usize % pool.workers.len()].clone();
         let written = Arc::new(AtomicU64::new(0));
-        let shared = written.clone();
-        let encoder = std::thread::Builder::new()
-            .name("ingest-parquet".into())
-            .spawn(move || -> Result<File> {
-                for batch in rx {
-                    writer.write(&batch)?;
-                    shared.store(writer.inner().written(), Ordering::Relaxed);
-                }
-                // The sender is gone: the part is finished. Write the footer.
-                Ok(writer.into_inner()?.into_file())
+        encoder
+            .send(Job::Open {
+                id,
+                writer: Box::new(writer),
+                written: written.clone(),
             })
-            .context("cannot start a Parquet encoder thread")?;
+            .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))?;
         Ok(ParquetPart {
             schema,
             builders,
-            batches: Some(tx),
-            encoder: Some(encoder),
+            id,
+            encoder,
             written,
+            finished: false,
         })
     }
 
@@ -256,25 +355,9 @@ impl ParquetPart {
             .map(Builder::finish)
             .collect::<Result<_>>()?;
         let batch = ArrowBatch::try_new(self.schema.clone(), columns)?;
-        let sent = self.batches.as_ref().map(|tx| tx.send(batch));
-        if !matches!(sent, Some(Ok(()))) {
-            // The encoder stopped: its own error says why.
-            return Err(self
-                .join()
-                .err()
-                .unwrap_or_else(|| anyhow::anyhow!("the Parquet encoder stopped")));
-        }
-        Ok(())
-    }
-
-    fn join(&mut self) -> Result<File> {
-        self.batches = None;
-        match self.encoder.take() {
-            Some(handle) => handle
-                .join()
-                .map_err(|_| anyhow::anyhow!("internal error: a Parquet encoder panicked"))?,
-            None => bail!("the Parquet part was already finished"),
-        }
+        self.encoder
+            .send(Job::Batch { id: self.id, batch })
+            .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))
     }
 
     /// Bytes that reached the file (as of the encoder's last batch).
@@ -287,50 +370,39 @@ impl ParquetPart {
         self.finish()?.wait()
     }
 
-    /// Hands the last rows to the encoder and lets it write the footer on its own
-    /// thread: the sink goes on with the next checkpoint while it does.
+    /// Hands the last rows to the encoder, which writes the footer while the sink goes
+    /// on with the next checkpoint; [`Tail::wait`] collects the complete file.
     pub fn finish(mut self) -> Result<Tail> {
         self.flush_builders()?;
-        self.batches = None;
-        Ok(Tail {
-            encoder: self.encoder.take(),
-        })
+        let (done, file) = sync_channel(1);
+        self.finished = true;
+        self.encoder
+            .send(Job::Finish { id: self.id, done })
+            .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))?;
+        Ok(Tail { file })
+    }
+}
+
+impl Drop for ParquetPart {
+    /// A part dropped unfinished (an aborted checkpoint) frees its writer.
+    fn drop(&mut self) {
+        if !self.finished {
+            let _ = self.encoder.send(Job::Drop { id: self.id });
+        }
     }
 }
 
 /// A Parquet part whose encoder is writing its last row group and footer.
 #[derive(Debug)]
 pub struct Tail {
-    encoder: Option<JoinHandle<Result<File>>>,
+    file: std::sync::mpsc::Receiver<Result<File>>,
 }
 
 impl Tail {
     /// Waits for the encoder; the file it returns is complete.
-    pub fn wait(mut self) -> Result<File> {
-        match self.encoder.take() {
-            Some(handle) => handle
-                .join()
-                .map_err(|_| anyhow::anyhow!("internal error: a Parquet encoder panicked"))?,
-            None => bail!("the Parquet part was already finished"),
-        }
-    }
-}
-
-impl Drop for Tail {
-    /// An abandoned tail (an aborted checkpoint) still lets its encoder end.
-    fn drop(&mut self) {
-        if let Some(handle) = self.encoder.take() {
-            let _ = handle.join();
-        }
-    }
-}
-
-impl Drop for ParquetPart {
-    /// A part dropped unfinished (an aborted checkpoint) stops its encoder.
-    fn drop(&mut self) {
-        self.batches = None;
-        if let Some(handle) = self.encoder.take() {
-            let _ = handle.join();
-        }
+    pub fn wait(self) -> Result<File> {
+        self.file
+            .recv()
+            .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))?
     }
 }
