@@ -129,12 +129,17 @@ pub fn crashed(out: &Output) -> bool {
     out.status.signal().is_some()
 }
 
-/// Reads CSV rows (header first) from a file, gunzipping `.gz`.
+/// Reads CSV rows (header first) from a file, decompressing `.gz` and `.zst`.
 pub fn read_csv(path: &Path, delimiter: u8) -> Vec<Row> {
     let mut bytes = Vec::new();
     let file = std::fs::File::open(path).unwrap();
     if path.extension().is_some_and(|e| e == "gz") {
         flate2::read::MultiGzDecoder::new(file)
+            .read_to_end(&mut bytes)
+            .unwrap();
+    } else if path.extension().is_some_and(|e| e == "zst") {
+        zstd::stream::read::Decoder::new(file)
+            .unwrap()
             .read_to_end(&mut bytes)
             .unwrap();
     } else {

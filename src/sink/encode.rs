@@ -36,6 +36,31 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// About the bytes row `row` takes in a file of `format`: fields, delimiters and the
+    /// line end; a JSON line adds its keys, quotes and braces.
+    pub fn row_bytes(&self, batch: &RecordBatch, row: usize, format: Format) -> u64 {
+        let mut bytes = 0;
+        for &col in &self.cols {
+            let field = batch.field(row, col);
+            bytes += field.len();
+            // A quoted CSV field: two quotes, and each quote inside doubled.
+            if format == Format::Csv
+                && field
+                    .iter()
+                    .any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'))
+            {
+                bytes += 2 + field.iter().filter(|&&b| b == b'"').count();
+            }
+        }
+        bytes += match format {
+            Format::Jsonl => {
+                self.json_keys.iter().map(Vec::len).sum::<usize>() + 3 * self.cols.len() + 2
+            }
+            _ => self.cols.len(),
+        };
+        bytes as u64
+    }
+
     /// A layout for columns `cols` with these names and types.
     pub fn new(cols: Vec<usize>, names: Vec<String>, types: &[ColumnType]) -> Layout {
         let json_keys = names
@@ -225,16 +250,22 @@ impl Encoder {
         })
     }
 
-    /// A Parquet file with the layout's columns.
+    /// A Parquet file with the layout's columns, created at `path` when first needed.
     #[cfg(feature = "parquet")]
-    pub fn parquet(file: File, layout: &Layout, compression: Compression) -> Result<Encoder> {
+    pub fn parquet(
+        path: std::path::PathBuf,
+        layout: &Layout,
+        compression: Compression,
+        target_size: Option<u64>,
+    ) -> Result<Encoder> {
         Ok(Encoder::Parquet(Box::new(
-            super::parquet::ParquetPart::new(file, layout, compression)?,
+            super::parquet::ParquetPart::new(path, layout, compression, target_size)?,
         )))
     }
 
-    /// True for formats whose files cannot be appended to once closed (Parquet).
-    pub fn sealed_when_closed(&self) -> bool {
+    /// True when the encoder holds a file descriptor only part of the time and needs no
+    /// place under the open-file cap (Parquet: see `ParquetPart`).
+    pub fn opens_lazily(&self) -> bool {
         #[cfg(feature = "parquet")]
         if let Encoder::Parquet(_) = self {
             return true;
@@ -301,9 +332,9 @@ impl Encoder {
         Ok(())
     }
 
-    /// Flushes, ends the compressed stream, and hands back the file.
-    pub fn into_file(self) -> Result<File> {
-        self.finish()?.wait()
+    /// Flushes, ends the compressed stream, and closes the file.
+    pub fn close(self) -> Result<()> {
+        self.finish()?.wait().map(drop)
     }
 
     /// Starts finishing the file: flushed and closed at once for CSV and JSON lines; a
@@ -333,12 +364,13 @@ pub enum Finished {
 }
 
 impl Finished {
-    /// The complete file (for Parquet: once its encoder has written the footer).
-    pub fn wait(self) -> Result<File> {
+    /// The complete file, still open (CSV, JSON lines), or `None` once a Parquet part's
+    /// encoder has written the footer and closed it.
+    pub fn wait(self) -> Result<Option<File>> {
         match self {
-            Finished::File(file) => Ok(file),
+            Finished::File(file) => Ok(Some(file)),
             #[cfg(feature = "parquet")]
-            Finished::Parquet(tail) => tail.wait(),
+            Finished::Parquet(tail) => tail.wait().map(|()| None),
         }
     }
 }
@@ -370,7 +402,7 @@ mod tests {
         .unwrap();
         enc.start(&layout.header).unwrap();
         enc.write_row(&layout, &b, 0).unwrap();
-        enc.into_file().unwrap();
+        enc.close().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(
             text,
@@ -393,14 +425,14 @@ mod tests {
                 Encoder::new(Format::Csv, compression, File::create(&path).unwrap(), 64).unwrap();
             enc.start(&["a"]).unwrap();
             enc.write_cells(&[b"1"]).unwrap();
-            enc.into_file().unwrap();
+            enc.close().unwrap();
             let file = std::fs::OpenOptions::new()
                 .append(true)
                 .open(&path)
                 .unwrap();
             let mut enc = Encoder::new(Format::Csv, compression, file, 64).unwrap();
             enc.write_cells(&[b"2"]).unwrap();
-            enc.into_file().unwrap();
+            enc.close().unwrap();
             let raw = std::fs::read(&path).unwrap();
             let mut text = String::new();
             match compression {

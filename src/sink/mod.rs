@@ -188,10 +188,16 @@ impl TableSink {
                 .txn
                 .writer(part)?
                 .write_row(&self.layout_cols, batch, row);
-            let part = &mut self.txn.parts[part];
+            let file = &mut self.txn.parts[part];
             written
-                .with_context(|| format!("cannot write staged file {}", part.staged.display()))?;
-            part.rows += 1;
+                .with_context(|| format!("cannot write staged file {}", file.staged.display()))?;
+            file.rows += 1;
+            if let Some(limit) = self.output.target_file_size {
+                file.plain_bytes += self.layout_cols.row_bytes(batch, row, self.format);
+                if self.txn.size(part, self.output.compression) >= limit {
+                    self.txn.cut(part)?;
+                }
+            }
         }
         self.txn.rows += batch.len() as u64;
         Ok(())
@@ -300,7 +306,6 @@ impl TableSink {
             (self.format, self.output.compression),
             &header,
         )?;
-        self.txn.parts[seq].key = self.key.clone();
         self.txn.by_key.insert(self.key.clone(), seq);
         Ok(seq)
     }
@@ -331,8 +336,6 @@ impl TableSink {
             self.run_id,
             crate::table::checkpoint_dir_name(txn.checkpoint)
         );
-        txn.make_room()?;
-        let file = fsutil::create_new(&staged)?;
         let buffer = if txn.parts.len() < 64 {
             WRITE_BUFFER
         } else {
@@ -340,8 +343,17 @@ impl TableSink {
         };
         let mut writer = match format {
             #[cfg(feature = "parquet")]
-            Format::Parquet => Encoder::parquet(file, &self.layout_cols, compression)?,
-            _ => Encoder::new(format, compression, file, buffer)?,
+            Format::Parquet => Encoder::parquet(
+                staged.clone(),
+                &self.layout_cols,
+                compression,
+                self.output.target_file_size,
+            )?,
+            _ => {
+                txn.make_room()?;
+                let file = fsutil::create_new(&staged)?;
+                Encoder::new(format, compression, file, buffer)?
+            }
         };
         writer
             .start(header)
@@ -353,10 +365,16 @@ impl TableSink {
             writer: Some(writer),
             format,
             compression,
-            key: Vec::new(),
             rows: 0,
+            plain_bytes: 0,
         });
-        txn.open.push_back(txn.parts.len() - 1);
+        if !txn.parts[txn.parts.len() - 1]
+            .writer
+            .as_ref()
+            .is_some_and(Encoder::opens_lazily)
+        {
+            txn.open.push_back(txn.parts.len() - 1);
+        }
         Ok(txn.parts.len() - 1)
     }
 
@@ -425,10 +443,14 @@ impl PreCommitted {
     pub fn make_durable(self) -> Result<Vec<StagedFile>> {
         let mut out = Vec::with_capacity(self.files.len());
         for (file, path, mut staged) in self.files {
-            let file = match file {
+            let open = match file {
                 Some(finished) => finished
                     .wait()
                     .with_context(|| format!("cannot write staged file {}", path.display()))?,
+                None => None,
+            };
+            let file = match open {
+                Some(file) => file,
                 None => fsutil::open_for_sync(&path)?,
             };
             // Survives: a power cut after CheckpointComplete names this file.

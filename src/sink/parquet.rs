@@ -7,11 +7,12 @@
 //! A Parquet file is only readable once its footer is written, so the file is finished
 //! at preCommit (`finish`: the part's encoder thread writes the footer while the sink
 //! goes on; the coordinator waits for it before the fsync and the journal record); it
-//! is never appended to afterwards. When the open-file cap closes a Parquet part, the part is finished and
-//! the partition's next rows start a new part file.
+//! is never appended to afterwards. A part creates its file only when its first full
+//! batch is ready (or at preCommit), so many partitions cost builders, not descriptors,
+//! and each partition gets one file per checkpoint (or per `--target-file-size`).
 
 use std::collections::HashMap;
-use std::fs::File;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
@@ -31,6 +32,7 @@ use parquet::file::properties::WriterProperties;
 use super::encode::{Compression, Counted, Layout};
 use crate::batch::RecordBatch;
 use crate::canonical;
+use crate::fsutil;
 use crate::schema::ColumnType;
 
 /// Rows buffered in the Arrow builders before they go to the Parquet writer.
@@ -62,19 +64,24 @@ fn data_type(ty: ColumnType) -> DataType {
     }
 }
 
+/// Values a builder has room for before it first grows: small, since a load over many
+/// partitions keeps one builder per column per partition.
+const BUILDER_START: usize = 64;
+
 fn builder(ty: ColumnType) -> Result<Builder> {
+    let n = BUILDER_START;
     Ok(match ty {
-        ColumnType::String => Builder::Str(BinaryBuilder::new()),
-        ColumnType::Int => Builder::Int(Int64Builder::new()),
-        ColumnType::Float => Builder::Float(Float64Builder::new()),
+        ColumnType::String => Builder::Str(BinaryBuilder::with_capacity(n, n * 16)),
+        ColumnType::Int => Builder::Int(Int64Builder::with_capacity(n)),
+        ColumnType::Float => Builder::Float(Float64Builder::with_capacity(n)),
         ColumnType::Decimal { precision, scale } => Builder::Decimal(
-            Decimal128Builder::new().with_precision_and_scale(precision, scale as i8)?,
+            Decimal128Builder::with_capacity(n).with_precision_and_scale(precision, scale as i8)?,
             scale,
         ),
-        ColumnType::Bool => Builder::Bool(BooleanBuilder::new()),
-        ColumnType::Date => Builder::Date(Date32Builder::new()),
+        ColumnType::Bool => Builder::Bool(BooleanBuilder::with_capacity(n)),
+        ColumnType::Date => Builder::Date(Date32Builder::with_capacity(n)),
         ColumnType::Timestamp => {
-            Builder::Ts(TimestampMicrosecondBuilder::new().with_timezone("UTC"))
+            Builder::Ts(TimestampMicrosecondBuilder::with_capacity(n).with_timezone("UTC"))
         }
     })
 }
@@ -168,15 +175,28 @@ impl Builder {
 /// (encoding and compression, the expensive half), so encoding runs beside parsing and
 /// partitioning instead of after them. A part always goes to the same encoder, so its
 /// batches are written in order.
+///
+/// The file itself is created only when the first full batch (or the checkpoint's end)
+/// needs it: a checkpoint over 10,000 partitions with a few rows each holds their rows
+/// in builders, not in 10,000 open files, and still ends with one file per partition.
+/// Files open at once are at most the checkpoint's rows / `ARROW_BATCH_ROWS`.
 pub struct ParquetPart {
     schema: Arc<ArrowSchema>,
     builders: Vec<Builder>,
-    id: u64,
-    encoder: SyncSender<Job>,
+    path: PathBuf,
+    props: WriterProperties,
+    /// The encoder that owns this part's writer, once the file exists.
+    encoder: Option<(u64, SyncSender<Job>)>,
     written: Arc<AtomicU64>,
+    /// `--target-file-size`, if any.
+    target_size: Option<u64>,
     /// Set once the part was handed its last batch.
     finished: bool,
 }
+
+/// A part's writer on its encoder thread: the writer, the bytes it has written so far
+/// (shared with the sink), and where it ends row groups early (`--target-file-size`).
+type Writing = (Box<ArrowWriter<Counted>>, Arc<AtomicU64>, Option<u64>);
 
 /// Work for an encoder thread.
 enum Job {
@@ -184,15 +204,16 @@ enum Job {
         id: u64,
         writer: Box<ArrowWriter<Counted>>,
         written: Arc<AtomicU64>,
+        row_group_bytes: Option<u64>,
     },
     Batch {
         id: u64,
         batch: ArrowBatch,
     },
-    /// Write the footer and send the complete file (or the part's first error).
+    /// Write the footer, close the file, and say so (or send the part's first error).
     Finish {
         id: u64,
-        done: SyncSender<Result<File>>,
+        done: SyncSender<Result<()>>,
     },
     /// The part was abandoned (an aborted checkpoint): drop its writer.
     Drop {
@@ -238,7 +259,7 @@ fn pool() -> Result<&'static Pool> {
 
 /// An encoder thread: writes the batches of the parts it was given, in order.
 fn encode(jobs: std::sync::mpsc::Receiver<Job>) {
-    let mut parts: HashMap<u64, (Box<ArrowWriter<Counted>>, Arc<AtomicU64>)> = HashMap::new();
+    let mut parts: HashMap<u64, Writing> = HashMap::new();
     let mut failed: HashMap<u64, anyhow::Error> = HashMap::new();
     for job in jobs {
         match job {
@@ -246,15 +267,34 @@ fn encode(jobs: std::sync::mpsc::Receiver<Job>) {
                 id,
                 writer,
                 written,
+                row_group_bytes,
             } => {
-                parts.insert(id, (writer, written));
+                parts.insert(id, (writer, written, row_group_bytes));
             }
             Job::Batch { id, batch } => {
-                let Some((writer, written)) = parts.get_mut(&id) else {
+                let Some((writer, written, row_group_bytes)) = parts.get_mut(&id) else {
                     continue; // the part already failed
                 };
+                let row_group_bytes = *row_group_bytes;
                 match writer.write(&batch) {
-                    Ok(()) => written.store(writer.inner().written(), Ordering::Relaxed),
+                    Ok(()) => {
+                        // With a target file size, row groups end at a quarter of it
+                        // (counted before compression), so that what reached the file
+                        // tracks the part's size closely enough to cut it there.
+                        let flushed = match row_group_bytes {
+                            Some(limit) if writer.in_progress_size() as u64 >= limit => {
+                                writer.flush()
+                            }
+                            _ => Ok(()),
+                        };
+                        match flushed {
+                            Ok(()) => written.store(writer.inner().written(), Ordering::Relaxed),
+                            Err(e) => {
+                                parts.remove(&id);
+                                failed.insert(id, e.into());
+                            }
+                        }
+                    }
                     Err(e) => {
                         parts.remove(&id);
                         failed.insert(id, e.into());
@@ -264,9 +304,11 @@ fn encode(jobs: std::sync::mpsc::Receiver<Job>) {
             Job::Finish { id, done } => {
                 let result = match (parts.remove(&id), failed.remove(&id)) {
                     (_, Some(e)) => Err(e),
-                    (Some((writer, _)), None) => writer
+                    // The file is closed here (the coordinator reopens it to fsync it),
+                    // so finished parts hold no descriptor while a checkpoint completes.
+                    (Some((writer, _, _)), None) => writer
                         .into_inner()
-                        .map(Counted::into_file)
+                        .map(|out| drop(out.into_file()))
                         .map_err(anyhow::Error::from),
                     (None, None) => Err(anyhow::anyhow!("unknown Parquet part {id}")),
                 };
@@ -281,8 +323,14 @@ fn encode(jobs: std::sync::mpsc::Receiver<Job>) {
 }
 
 impl ParquetPart {
-    /// Starts a Parquet file with the layout's columns.
-    pub fn new(file: File, layout: &Layout, compression: Compression) -> Result<ParquetPart> {
+    /// A Parquet part with the layout's columns, to be written at `path` (created when
+    /// its first batch is ready).
+    pub fn new(
+        path: PathBuf,
+        layout: &Layout,
+        compression: Compression,
+        target_size: Option<u64>,
+    ) -> Result<ParquetPart> {
         let fields: Vec<Field> = layout
             .header
             .iter()
@@ -303,31 +351,49 @@ impl ParquetPart {
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .set_dictionary_enabled(false)
             .build();
-        let writer = ArrowWriter::try_new(Counted::new(file), schema.clone(), Some(props))?;
         let builders = layout
             .types
             .iter()
             .map(|ty| builder(*ty))
             .collect::<Result<_>>()?;
-        let pool = pool()?;
-        let id = pool.next.fetch_add(1, Ordering::Relaxed);
-        let encoder = pool.workers[id as usize % pool.workers.len()].clone();
-        let written = Arc::new(AtomicU64::new(0));
-        encoder
-            .send(Job::Open {
-                id,
-                writer: Box::new(writer),
-                written: written.clone(),
-            })
-            .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))?;
         Ok(ParquetPart {
             schema,
             builders,
-            id,
-            encoder,
-            written,
+            path,
+            props,
+            encoder: None,
+            written: Arc::new(AtomicU64::new(0)),
+            target_size,
             finished: false,
         })
+    }
+
+    /// The encoder of this part, creating the file and handing its writer over first.
+    fn encoder(&mut self) -> Result<(u64, &SyncSender<Job>)> {
+        if self.encoder.is_none() {
+            let file = fsutil::create_new(&self.path)?;
+            let writer = ArrowWriter::try_new(
+                Counted::new(file),
+                self.schema.clone(),
+                Some(self.props.clone()),
+            )?;
+            let pool = pool()?;
+            let id = pool.next.fetch_add(1, Ordering::Relaxed);
+            let encoder = pool.workers[id as usize % pool.workers.len()].clone();
+            encoder
+                .send(Job::Open {
+                    id,
+                    writer: Box::new(writer),
+                    written: self.written.clone(),
+                    row_group_bytes: self.target_size.map(|t| (t / 4).max(1)),
+                })
+                .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))?;
+            self.encoder = Some((id, encoder));
+        }
+        match &self.encoder {
+            Some((id, encoder)) => Ok((*id, encoder)),
+            None => bail!("the Parquet part has no encoder"),
+        }
     }
 
     /// Appends row `row` of `batch`.
@@ -355,8 +421,9 @@ impl ParquetPart {
             .map(Builder::finish)
             .collect::<Result<_>>()?;
         let batch = ArrowBatch::try_new(self.schema.clone(), columns)?;
-        self.encoder
-            .send(Job::Batch { id: self.id, batch })
+        let (id, encoder) = self.encoder()?;
+        encoder
+            .send(Job::Batch { id, batch })
             .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))
     }
 
@@ -365,19 +432,16 @@ impl ParquetPart {
         self.written.load(Ordering::Relaxed)
     }
 
-    /// Writes the last rows and the footer; the file is then complete.
-    pub fn into_file(self) -> Result<File> {
-        self.finish()?.wait()
-    }
-
     /// Hands the last rows to the encoder, which writes the footer while the sink goes
     /// on with the next checkpoint; [`Tail::wait`] collects the complete file.
     pub fn finish(mut self) -> Result<Tail> {
         self.flush_builders()?;
         let (done, file) = sync_channel(1);
         self.finished = true;
-        self.encoder
-            .send(Job::Finish { id: self.id, done })
+        // A part without a row (never the case for a partition's part) is still a file.
+        let (id, encoder) = self.encoder()?;
+        encoder
+            .send(Job::Finish { id, done })
             .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))?;
         Ok(Tail { file })
     }
@@ -386,8 +450,8 @@ impl ParquetPart {
 impl Drop for ParquetPart {
     /// A part dropped unfinished (an aborted checkpoint) frees its writer.
     fn drop(&mut self) {
-        if !self.finished {
-            let _ = self.encoder.send(Job::Drop { id: self.id });
+        if let (false, Some((id, encoder))) = (self.finished, &self.encoder) {
+            let _ = encoder.send(Job::Drop { id: *id });
         }
     }
 }
@@ -395,12 +459,12 @@ impl Drop for ParquetPart {
 /// A Parquet part whose encoder is writing its last row group and footer.
 #[derive(Debug)]
 pub struct Tail {
-    file: std::sync::mpsc::Receiver<Result<File>>,
+    file: std::sync::mpsc::Receiver<Result<()>>,
 }
 
 impl Tail {
-    /// Waits for the encoder; the file it returns is complete.
-    pub fn wait(self) -> Result<File> {
+    /// Waits for the encoder; the file is then complete and closed.
+    pub fn wait(self) -> Result<()> {
         self.file
             .recv()
             .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))?

@@ -1,6 +1,7 @@
 //! A checkpoint's open transaction: its staged part files, the partition → file map,
 //! and the cap on files open at once (closing the longest-open one, and reopening it to
-//! append, or for Parquet starting a new part).
+//! append). Parquet parts take no place under the cap: they open their file only while
+//! they have full batches to write (see `parquet.rs`).
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -21,9 +22,10 @@ pub(super) struct PartFile {
     pub(super) writer: Option<Encoder>,
     pub(super) format: Format,
     pub(super) compression: Compression,
-    /// The partition key (for Parquet parts, which a close seals).
-    pub(super) key: Vec<u8>,
     pub(super) rows: u64,
+    /// Bytes of the rows written, as CSV would hold them (counted only with
+    /// `--target-file-size`): the size of a plain file that its write buffer still hides.
+    pub(super) plain_bytes: u64,
 }
 
 /// The open transaction of one checkpoint.
@@ -67,6 +69,35 @@ impl Transaction {
             .context("a staged file's writer vanished")
     }
 
+    /// About how large `part`'s file is: for plain CSV and JSON lines the bytes of its
+    /// rows (the write buffer hides the rest from the file); for compressed files what
+    /// the compressor has handed to the file (it holds back at most a block: ~128 KiB
+    /// before compression); for Parquet the row groups written, which end at a quarter
+    /// of the target size before compression.
+    pub(super) fn size(&self, part: usize, compression: Compression) -> u64 {
+        let file = &self.parts[part];
+        let written = file.writer.as_ref().map_or(0, Encoder::written);
+        match (file.format, compression) {
+            (Format::Parquet, _) => written,
+            (_, Compression::None) => file.plain_bytes,
+            _ => written,
+        }
+    }
+
+    /// Ends `part`'s file (`--target-file-size` reached): its partition's next row
+    /// starts a new part file.
+    pub(super) fn cut(&mut self, part: usize) -> Result<()> {
+        let file = &mut self.parts[part];
+        if let Some(writer) = file.writer.take() {
+            writer
+                .close()
+                .with_context(|| format!("cannot write staged file {}", file.staged.display()))?;
+        }
+        self.open.retain(|&p| p != part);
+        self.by_key.retain(|_, &mut p| p != part);
+        Ok(())
+    }
+
     /// Closes the longest-open file when the cap is reached.
     pub(super) fn make_room(&mut self) -> Result<()> {
         while self.open.len() >= MAX_OPEN {
@@ -75,20 +106,11 @@ impl Transaction {
             };
             let part = &mut self.parts[victim];
             if let Some(writer) = part.writer.take() {
-                let sealed = writer.sealed_when_closed();
-                // Ends a compressed stream properly (a gzip member, a zstd frame), or a
-                // Parquet file (its footer). The first kind is reopened to append.
-                writer.into_file().with_context(|| {
+                // Ends a compressed stream properly (a gzip member, a zstd frame); the
+                // file is reopened to append when its partition has rows again.
+                writer.close().with_context(|| {
                     format!("cannot write staged file {}", part.staged.display())
                 })?;
-                if sealed {
-                    // A finished Parquet file takes no more rows: the partition's next
-                    // row opens a new part file.
-                    let key = std::mem::take(&mut part.key);
-                    if self.by_key.get(&key) == Some(&victim) {
-                        self.by_key.remove(&key);
-                    }
-                }
             }
         }
         Ok(())
