@@ -179,10 +179,9 @@ fn strace(w: &Workdir, args: &[&str], env: Option<(&str, &str)>) -> String {
     std::fs::read_to_string(&trace).unwrap()
 }
 
-/// Checks rules 1 to 4 for the journal records this trace wrote.
-fn check(trace: &str, table: &Path) {
-    let events = parse(trace);
-    let job = table.join("_ingest/default");
+/// The journal records this trace wrote (the journal's last ones, in order), each with
+/// the traced write that appended it; and the journal's path.
+fn traced_records<'e>(events: &'e [Event], job: &Path) -> (String, Vec<(&'e Event, Record)>) {
     let journal_path = job.join("journal").to_str().unwrap().to_string();
     let records = journal_records(&job.join("journal"));
     let writes: Vec<&Event> = events
@@ -197,13 +196,21 @@ fn check(trace: &str, table: &Path) {
         records.len(),
         writes.iter().map(|w| w.start).collect::<Vec<_>>()
     );
-    // The trace wrote the last `writes.len()` records of the journal, in order.
-    let written = &records[records.len() - writes.len()..];
+    let written = records[records.len() - writes.len()..].to_vec();
+    (journal_path, writes.into_iter().zip(written).collect())
+}
+
+/// Checks rules 1 to 4 for the journal records this trace wrote.
+fn check(trace: &str, table: &Path) {
+    let events = parse(trace);
+    let job = table.join("_ingest/default");
+    let (journal_path, traced) = traced_records(&events, &job);
+    let records = journal_records(&job.join("journal"));
     let mut checkpoints_seen = 0;
     let mut committed_seen = 0;
     let mut checked_files = 0;
     let mut complete_end: HashMap<u64, usize> = HashMap::new();
-    for (write, record) in writes.iter().zip(written) {
+    for (write, record) in &traced {
         match record {
             Record::CheckpointComplete(c) => {
                 checkpoints_seen += 1;
@@ -453,22 +460,19 @@ fn an_overwrite_fsyncs_in_protocol_order() {
     check(&trace, &table);
     let events = parse(&trace);
     let job = table.join("_ingest/default");
-    let journal_path = job.join("journal").to_str().unwrap().to_string();
-    let records = journal_records(&job.join("journal"));
-    let writes: Vec<&Event> = events
-        .iter()
-        .filter(|e| matches!(&e.call, Call::Write(p) if *p == journal_path))
-        .collect();
-    let written = &records[records.len() - writes.len()..];
+    let (journal_path, traced) = traced_records(&events, &job);
     let at = |wanted: fn(&Record) -> bool| {
-        let i = written.iter().position(wanted).expect("record traced");
-        writes[i].start
+        let (write, _) = traced
+            .iter()
+            .find(|(_, r)| wanted(r))
+            .expect("record traced");
+        write.start
     };
     let exchange_write = at(|r| matches!(r, Record::Exchange { .. }));
     let exchanged_write = at(|r| matches!(r, Record::Exchanged));
-    let Some(Record::Exchange { partitions }) = written
+    let Some((_, Record::Exchange { partitions })) = traced
         .iter()
-        .find(|r| matches!(r, Record::Exchange { .. }))
+        .find(|(_, r)| matches!(r, Record::Exchange { .. }))
     else {
         unreachable!()
     };
