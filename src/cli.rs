@@ -9,7 +9,7 @@ use clap::{Parser, ValueEnum};
 /// Rows between checkpoints when `--checkpoint-rows` is not given.
 pub const DEFAULT_CHECKPOINT_ROWS: u64 = 1_000_000;
 
-/// Load CSV files into a Hive-partitioned table, exactly once.
+/// Load CSV and JSON lines files into a Hive-partitioned table, exactly once.
 ///
 /// Inputs are CSV with a header row, or JSON lines (`.jsonl`, `.ndjson`: one object per
 /// line, the first object's keys naming the columns); `.gz` and `.zst` are decompressed

@@ -1,4 +1,4 @@
-//! `ingest`: load CSV files into a Hive-partitioned table, exactly once.
+//! `ingest`: load CSV and JSON lines files into a Hive-partitioned table, exactly once.
 //!
 //! The pipeline applies the checkpoint-barrier plus two-phase-commit protocol of stream
 //! processors to a batch load (see `checkpoint.rs` for the protocol, failure case by
@@ -12,9 +12,11 @@
 //!                                           ──► publish: rename into partitions
 //! ```
 //!
-//! - [`source`]: discover and fingerprint inputs, read CSV with exact positions.
-//! - [`stage`]: transforms with snapshot/restore (`--dedupe-key`).
-//! - [`sink`]: staging areas, preCommit, publish (commit), abort; Hive paths.
+//! - [`source`]: discover and fingerprint inputs, read CSV and JSON lines with exact
+//!   positions.
+//! - [`stage`]: transforms, chained on one thread, with snapshot/restore.
+//! - [`sink`]: staging areas, preCommit, publish (commit), abort; Hive paths; the
+//!   partition exchange of `--mode overwrite-partitions`.
 //! - [`checkpoint`]: the coordinator; [`journal`]: its durable log; [`manifest`]: loaded
 //!   inputs; [`recover`]: roll forward, roll back, resume.
 //! - [`run`] and [`pipeline`]: a load end to end; [`fsutil`]: every fsync, rename and
