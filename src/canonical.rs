@@ -33,6 +33,23 @@ pub fn date(b: &[u8]) -> Option<Date> {
 
 /// `YYYY-MM-DDTHH:MM:SSZ`: a whole-second UTC timestamp, as `cast` writes one.
 pub fn timestamp(b: &[u8]) -> Option<Timestamp> {
+    let (date, time) = civil(b)?;
+    Offset::UTC.to_timestamp(date.to_datetime(time)).ok()
+}
+
+/// The UTC date (`YYYY-MM-DD`) of a canonical timestamp, straight from its text:
+/// accepted exactly when [`timestamp`] accepts, without building the instant.
+pub fn timestamp_date(b: &[u8]) -> Option<&[u8]> {
+    let (date, _) = civil(b)?;
+    // jiff's instants end late on 9999-12-30 (UTC): that year takes the full check.
+    if date.year() == 9999 {
+        timestamp(b)?;
+    }
+    Some(&b[..10])
+}
+
+/// The date and time of a `YYYY-MM-DDTHH:MM:SSZ` text, each valid.
+fn civil(b: &[u8]) -> Option<(Date, Time)> {
     if b.len() != 20 || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'Z' {
         return None;
     }
@@ -44,7 +61,7 @@ pub fn timestamp(b: &[u8]) -> Option<Timestamp> {
         0,
     )
     .ok()?;
-    Offset::UTC.to_timestamp(date.to_datetime(time)).ok()
+    Some((date, time))
 }
 
 /// Appends a date's canonical text (`YYYY-MM-DD`, as jiff writes it) and returns true;
@@ -128,6 +145,11 @@ mod tests {
     fn exact_spellings_only() {
         assert!(timestamp(b"2026-11-28T09:00:00Z").is_some());
         assert!(timestamp(b"2024-02-29T23:59:59Z").is_some());
+        assert_eq!(
+            timestamp_date(b"9999-12-30T21:59:59Z"),
+            Some(&b"9999-12-30"[..])
+        );
+        assert_eq!(timestamp_date(b"9999-12-31T00:00:00Z"), None);
         for no in [
             &b"2026-02-29T09:00:00Z"[..],
             b"2026-11-28T24:00:00Z",
@@ -162,8 +184,12 @@ mod tests {
             s in 0i32..61, int in -100_000i64..100_000_000_000, frac in 0u32..1000,
         ) {
             let ts = format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z");
-            if timestamp(ts.as_bytes()).is_some() {
+            if let Some(t) = timestamp(ts.as_bytes()) {
                 prop_assert_eq!(slow(ColumnType::Timestamp, &ts), Some(ts.clone()));
+                let day = Offset::UTC.to_datetime(t).date().to_string();
+                prop_assert_eq!(timestamp_date(ts.as_bytes()), Some(day.as_bytes()));
+            } else {
+                prop_assert_eq!(timestamp_date(ts.as_bytes()), None);
             }
             let day = &ts[..10];
             if date(day.as_bytes()).is_some() {

@@ -12,6 +12,7 @@ use std::thread;
 
 use anyhow::{anyhow, bail, Result};
 
+use crate::batch;
 use crate::checkpoint::Coordinator;
 use crate::fsutil;
 use crate::journal::{Checkpoint, Journal, RunStarted};
@@ -24,7 +25,7 @@ use crate::stage::{self, SnapshotRef, SnapshotStore, Stage};
 use crate::table::JobLayout;
 
 /// Batches in flight per channel.
-const CHANNEL_DEPTH: usize = 4;
+const CHANNEL_DEPTH: usize = 16;
 
 /// What one execution of the pipeline starts from.
 pub struct Spec<'a> {
@@ -131,10 +132,12 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
 
     thread::scope(|scope| {
         let (tx, mut rx) = sync_channel(CHANNEL_DEPTH);
+        let (returns, spares) = batch::recycling(CHANNEL_DEPTH);
         let mut handles = Vec::new();
         let (acks, flag) = (ack_tx.clone(), cancel.clone());
         let named = |name: &str| thread::Builder::new().name(format!("ingest-{name}"));
-        let source = named("source").spawn_scoped(scope, move || source::run(plan, tx, acks, flag));
+        let source =
+            named("source").spawn_scoped(scope, move || source::run(plan, tx, spares, acks, flag));
         handles.push(("source", source));
         if !stages.is_empty() {
             let (tx, next_rx) = sync_channel(CHANNEL_DEPTH);
@@ -147,7 +150,9 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
         let acks = ack_tx.clone();
         handles.push((
             "sink",
-            named("sink").spawn_scoped(scope, move || sink::run(sink, rx, acks, nstages == 0)),
+            named("sink").spawn_scoped(scope, move || {
+                sink::run(sink, rx, returns, acks, nstages == 0)
+            }),
         ));
         drop(ack_tx);
 

@@ -214,6 +214,32 @@ impl Expr {
     pub fn eval<'b>(&self, batch: &'b RecordBatch, row: usize) -> Result<Value<'b>, String> {
         eval::eval(&self.root, batch, row)
     }
+
+    /// Evaluates the expression on one row and appends the result's text to `out`
+    /// (as [`Value::write_text`] would); false when the result is null.
+    ///
+    /// `date(ts)` of a timestamp column, the usual way to derive a partition column,
+    /// takes a shortcut: a canonical UTC timestamp's date is the first ten bytes of its
+    /// text, so it is copied without building an instant and formatting it back.
+    pub fn eval_text(
+        &self,
+        batch: &RecordBatch,
+        row: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<bool, String> {
+        if let Node::Call(Func::Date, args) = &self.root {
+            if let [Node::Col(col, Ty::Ts)] = args.as_slice() {
+                if batch.is_null(row, *col) {
+                    return Ok(false);
+                }
+                if let Some(day) = canonical::timestamp_date(batch.field(row, *col)) {
+                    out.extend_from_slice(day);
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(self.eval(batch, row)?.write_text(out))
+    }
 }
 
 fn check(ast: &Ast, schema: &Schema) -> Result<(Node, Ty), ExprError> {

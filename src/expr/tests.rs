@@ -148,6 +148,33 @@ proptest! {
         }
     }
 
+    /// `eval_text` (with its shortcut for `date(ts)`) writes what `eval` then
+    /// `write_text` would, for canonical timestamps, other spellings, and nulls.
+    #[test]
+    fn text_of_a_date_is_the_same_with_or_without_the_shortcut(
+        secs in -62_135_596_800i64..253_402_207_200,
+        other in prop_oneof![
+            Just(None), Just(Some("2026-11-28T23:30:00+01:00")), Just(Some("2026-11-28 23:30:00Z")),
+            Just(Some("2026-02-30T00:00:00Z")), Just(Some("9999-12-31T00:00:00Z")),
+            Just(Some("2026-11-28T23:30:00.25Z")), Just(Some("not a time")),
+        ],
+    ) {
+        let canonical = Timestamp::from_second(secs).unwrap().to_string();
+        for value in [Some(canonical.as_str()), other] {
+            let b = batch(&[[None, None, None, value, None, None]]);
+            for text in ["date(ts)", "date(day)", "year(ts)", "ts"] {
+                let e = Expr::compile(text, &schema()).unwrap();
+                let mut fast = Vec::new();
+                let got = e.eval_text(&b, 0, &mut fast).map(|present| (present, fast));
+                let want = e.eval(&b, 0).map(|v| {
+                    let mut slow = Vec::new();
+                    (v.write_text(&mut slow), slow)
+                });
+                prop_assert_eq!(got, want, "{} on {:?}", text, value);
+            }
+        }
+    }
+
     #[test]
     fn integer_arithmetic_matches_checked_rust(a in -1000i64..1000, b in -1000i64..1000) {
         let b_row = batch(&[[Some(&a.to_string()), None, None, None, None, None]]);

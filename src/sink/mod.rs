@@ -33,7 +33,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::batch::{Barrier, Msg, RecordBatch};
+use crate::batch::{Barrier, Msg, RecordBatch, Returns};
 use crate::checkpoint::Ack;
 use crate::cli::Format;
 use crate::failpoint;
@@ -479,13 +479,17 @@ impl PreCommitted {
 pub fn run(
     mut sink: TableSink,
     input: Receiver<Msg>,
+    returns: Returns,
     acks: Sender<Ack>,
     stageless: bool,
 ) -> Result<()> {
     let outcome = (|| {
         for msg in input {
             match msg {
-                Msg::Batch(batch) => sink.write(&batch)?,
+                Msg::Batch(batch) => {
+                    sink.write(&batch)?;
+                    returns.give(batch);
+                }
                 Msg::Barrier(barrier) => {
                     if stageless {
                         failpoint::hit("stage.snapshot.before");

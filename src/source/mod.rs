@@ -14,7 +14,7 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::batch::{Barrier, Msg, RecordBatch, Reject, BATCH_ROWS};
+use crate::batch::{Barrier, Msg, RecordBatch, Reject, Spares, BATCH_ROWS};
 use crate::checkpoint::Ack;
 use crate::exit::Stopped;
 use crate::failpoint;
@@ -128,6 +128,7 @@ pub struct SourcePlan {
 /// The source's side of the pipeline: its channels and its count of checkpoints.
 struct Emitter {
     out: SyncSender<Msg>,
+    spares: Spares,
     acks: Sender<Ack>,
     checkpoint: u64,
     rows_since_barrier: u64,
@@ -144,7 +145,7 @@ impl Emitter {
         plan.counters
             .rows
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
-        let full = std::mem::replace(batch, RecordBatch::new(plan.columns.len()));
+        let full = std::mem::replace(batch, self.spares.take(plan.columns.len()));
         self.send(Msg::Batch(full))
     }
 
@@ -181,6 +182,7 @@ impl Emitter {
 pub fn run(
     plan: SourcePlan,
     out: SyncSender<Msg>,
+    spares: Spares,
     acks: Sender<Ack>,
     cancel: Arc<AtomicBool>,
 ) -> Result<()> {
@@ -188,6 +190,7 @@ pub fn run(
     let counters = &plan.counters;
     let mut emit = Emitter {
         out,
+        spares,
         acks,
         checkpoint: plan.first_checkpoint,
         rows_since_barrier: 0,

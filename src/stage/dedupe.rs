@@ -109,11 +109,15 @@ impl Stage for Dedupe {
         Ok(())
     }
 
-    fn snapshot(&mut self) -> Result<Option<Vec<u8>>> {
-        if self.delta.is_empty() {
-            return Ok(None);
+    /// The keys first seen since the last snapshot. The buffers trade places, so both
+    /// keep their capacity from one checkpoint to the next.
+    fn snapshot(&mut self, out: &mut Vec<u8>) -> Result<()> {
+        if out.is_empty() {
+            std::mem::swap(out, &mut self.delta);
+        } else {
+            out.append(&mut self.delta);
         }
-        Ok(Some(std::mem::take(&mut self.delta)))
+        Ok(())
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {
@@ -162,12 +166,21 @@ mod tests {
         let mut b1 = batch(&[("1", "a"), ("2", "b"), ("1", "c")]);
         d.process(&mut b1).unwrap();
         assert_eq!(values(&b1), ["a", "b"]);
-        let snap1 = d.snapshot().unwrap().unwrap();
+        // One buffer for every snapshot, cleared in between, as the stage runner does.
+        let mut buf = Vec::new();
+        let mut snapshot = |d: &mut Dedupe| {
+            buf.clear();
+            d.snapshot(&mut buf).unwrap();
+            buf.clone()
+        };
+        let snap1 = snapshot(&mut d);
+        assert_eq!(snap1.len(), 2 * 16);
         let mut b2 = batch(&[("2", "d"), ("3", "e")]);
         d.process(&mut b2).unwrap();
         assert_eq!(values(&b2), ["e"]);
-        let snap2 = d.snapshot().unwrap().unwrap();
-        assert_eq!(d.snapshot().unwrap(), None);
+        let snap2 = snapshot(&mut d);
+        assert_eq!(snap2.len(), 16);
+        assert!(snapshot(&mut d).is_empty());
 
         let mut restored = Dedupe::new(&["id".to_string()], &cols).unwrap();
         restored.restore(&snap1).unwrap();

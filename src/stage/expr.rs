@@ -56,12 +56,9 @@ impl Stage for Derive {
         let mut bad = Vec::new();
         let mut text = Vec::new();
         for row in 0..batch.len() {
-            match self.expr.eval(batch, row) {
-                Ok(value) => {
-                    text.clear();
-                    let present = value.write_text(&mut text);
-                    values.push(present.then_some(text.as_slice()));
-                }
+            text.clear();
+            match self.expr.eval_text(batch, row, &mut text) {
+                Ok(present) => values.push(present.then_some(text.as_slice())),
                 Err(e) => {
                     values.push(None);
                     bad.push((row, format!("{}: {e}", self.text)));

@@ -50,10 +50,12 @@ pub trait Stage: Send {
     fn name(&self) -> &'static str;
     /// Transforms a batch in place (dropping records is allowed).
     fn process(&mut self, batch: &mut RecordBatch) -> Result<()>;
-    /// Serializes the state change since the previous snapshot, if any (stateless
-    /// stages keep the default: nothing).
-    fn snapshot(&mut self) -> Result<Option<Vec<u8>>> {
-        Ok(None)
+    /// Serializes the state change since the previous snapshot into `out`, which the
+    /// caller hands over empty and reuses (left empty: nothing changed). Stateless stages
+    /// keep the default.
+    fn snapshot(&mut self, out: &mut Vec<u8>) -> Result<()> {
+        let _ = out;
+        Ok(())
     }
     /// Applies one serialized snapshot, in checkpoint order.
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {
@@ -254,6 +256,10 @@ pub fn run(
     store: SnapshotStore,
 ) -> Result<()> {
     let stopped = |_| anyhow!("the pipeline stopped");
+    // Reused for every snapshot: a checkpoint's delta can be tens of megabytes, and
+    // memory that was just written is far cheaper to fill than pages the kernel must
+    // find and zero again each time.
+    let mut bytes = Vec::new();
     for msg in input {
         match msg {
             Msg::Batch(mut batch) => {
@@ -267,9 +273,11 @@ pub fn run(
             Msg::Barrier(barrier) => {
                 for (id, stage) in &mut chain {
                     failpoint::hit("stage.snapshot.before");
-                    let snapshot = match stage.snapshot()? {
-                        Some(bytes) => Some(store.write(id, barrier.checkpoint, &bytes)?),
-                        None => None,
+                    bytes.clear();
+                    stage.snapshot(&mut bytes)?;
+                    let snapshot = match bytes.is_empty() {
+                        false => Some(store.write(id, barrier.checkpoint, &bytes)?),
+                        true => None,
                     };
                     failpoint::hit("stage.snapshot.after");
                     acks.send(Ack::Stage {
