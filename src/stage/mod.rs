@@ -153,6 +153,9 @@ pub fn rebuild(
     }
 }
 
+/// The size of each write of a snapshot file (see `SnapshotStore::write`).
+const SNAPSHOT_WRITE: usize = 256 * 1024;
+
 /// Where a run keeps its stage snapshots.
 #[derive(Debug, Clone)]
 pub struct SnapshotStore {
@@ -184,8 +187,14 @@ impl SnapshotStore {
         // A leftover from a crashed attempt at this checkpoint was never journaled.
         fsutil::remove_file_if_exists(&path)?;
         let mut file = fsutil::create_new(&path)?;
-        std::io::Write::write_all(&mut file, bytes)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        // In pieces: one write of a whole delta (16 MB for a million new dedupe keys)
+        // makes the kernel cache it in large folios, whose high-order pages it must often
+        // find and zero afresh. Measured here, nine files of 16 MB: 0.04-0.42 s of CPU
+        // as single writes, 0.04-0.06 s in 64 KiB to 1 MiB pieces.
+        for piece in bytes.chunks(SNAPSHOT_WRITE) {
+            std::io::Write::write_all(&mut file, piece)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
         Ok(SnapshotRef {
             stage: stage.to_string(),
             file: rel,
