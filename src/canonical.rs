@@ -10,14 +10,11 @@ use jiff::civil::{Date, Time};
 use jiff::tz::Offset;
 use jiff::Timestamp;
 
-/// Exactly `b.len()` ASCII digits, as a number.
-fn digits(b: &[u8]) -> Option<i32> {
-    if b.is_empty() || b.len() > 9 {
-        return None;
-    }
-    b.iter().try_fold(0i32, |n, &c| {
-        c.is_ascii_digit().then(|| n * 10 + i32::from(c - b'0'))
-    })
+/// The number written by the two ASCII digits at `b[i]`, `b[i + 1]`, or `None`.
+#[inline(always)]
+fn two_digits(b: &[u8], i: usize) -> Option<i32> {
+    let (tens, ones) = (b[i].wrapping_sub(b'0'), b[i + 1].wrapping_sub(b'0'));
+    (tens <= 9 && ones <= 9).then(|| i32::from(tens) * 10 + i32::from(ones))
 }
 
 /// `YYYY-MM-DD`, a valid date in the years 0001 to 9999.
@@ -25,15 +22,18 @@ pub fn date(b: &[u8]) -> Option<Date> {
     if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
         return None;
     }
-    let year = digits(&b[0..4]).filter(|&y| y > 0)?;
-    let month = digits(&b[5..7])?;
-    let day = digits(&b[8..10])?;
+    let year = two_digits(b, 0)? * 100 + two_digits(b, 2)?;
+    let (month, day) = (two_digits(b, 5)?, two_digits(b, 8)?);
+    if year == 0 {
+        return None;
+    }
     Date::new(year as i16, month as i8, day as i8).ok()
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ`: a whole-second UTC timestamp, as `cast` writes one.
 pub fn timestamp(b: &[u8]) -> Option<Timestamp> {
-    let (date, time) = civil(b)?;
+    let (date, [hour, minute, second]) = civil(b)?;
+    let time = Time::new(hour, minute, second, 0).ok()?;
     Offset::UTC.to_timestamp(date.to_datetime(time)).ok()
 }
 
@@ -48,20 +48,17 @@ pub fn timestamp_date(b: &[u8]) -> Option<&[u8]> {
     Some(&b[..10])
 }
 
-/// The date and time of a `YYYY-MM-DDTHH:MM:SSZ` text, each valid.
-fn civil(b: &[u8]) -> Option<(Date, Time)> {
+/// The date and the time of day (hour 0-23, minute and second 0-59) of a
+/// `YYYY-MM-DDTHH:MM:SSZ` text.
+fn civil(b: &[u8]) -> Option<(Date, [i8; 3])> {
     if b.len() != 20 || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'Z' {
         return None;
     }
-    let date = date(&b[..10])?;
-    let time = Time::new(
-        digits(&b[11..13])? as i8,
-        digits(&b[14..16])? as i8,
-        digits(&b[17..19])? as i8,
-        0,
-    )
-    .ok()?;
-    Some((date, time))
+    let (hour, minute, second) = (two_digits(b, 11)?, two_digits(b, 14)?, two_digits(b, 17)?);
+    if hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    Some((date(&b[..10])?, [hour as i8, minute as i8, second as i8]))
 }
 
 /// Appends a date's canonical text (`YYYY-MM-DD`, as jiff writes it) and returns true;

@@ -33,6 +33,9 @@ const LOAD_DEN: usize = 4;
 /// The part of a digest a slot keeps (96 bits: see the module notes).
 type Slot = [u32; 3];
 
+/// The digest bits a slot keeps.
+const KEPT: u128 = (1 << 96) - 1;
+
 /// `EMPTY` marks a free slot.
 const EMPTY: Slot = [0; 3];
 
@@ -80,7 +83,7 @@ impl KeySet {
         self.reserve(digests.len());
         let mut homes = std::mem::take(&mut self.homes);
         homes.clear();
-        homes.extend(digests.iter().map(|&d| self.home(slot_of(d))));
+        homes.extend(digests.iter().map(|&d| self.home(d)));
         for (i, (&digest, &home)) in digests.iter().zip(&homes).enumerate() {
             if let Some(&ahead) = homes.get(i + AHEAD) {
                 prefetch(&self.slots[ahead]);
@@ -119,9 +122,10 @@ impl KeySet {
         }
     }
 
-    /// The slot a value's probe starts at: its seeded hash scaled to the table's length.
-    fn home(&self, slot: Slot) -> usize {
-        let hash = self.state.hash_one(slot);
+    /// The slot a digest's probe starts at: the seeded hash of the bits a slot keeps,
+    /// scaled to the table's length.
+    fn home(&self, digest: u128) -> usize {
+        let hash = self.state.hash_one(digest & KEPT);
         ((u128::from(hash) * self.slots.len() as u128) >> 64) as usize
     }
 
@@ -198,8 +202,6 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::HashSet;
 
-    const LOW_96: u128 = (1 << 96) - 1;
-
     proptest! {
         /// Against the standard set of the digests' low 96 bits, through growth, batches
         /// of any size, repeats within a batch, and the values that mark an empty slot.
@@ -213,7 +215,7 @@ mod tests {
             for batch in batches {
                 let mut fresh = Vec::new();
                 set.insert_batch(&batch, &mut fresh);
-                let want: Vec<bool> = batch.iter().map(|d| model.insert(d & LOW_96)).collect();
+                let want: Vec<bool> = batch.iter().map(|d| model.insert(d & KEPT)).collect();
                 prop_assert_eq!(fresh, want);
                 prop_assert_eq!(set.len(), model.len());
             }
