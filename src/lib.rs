@@ -37,6 +37,7 @@ pub mod fsutil;
 pub mod infer;
 pub mod jobfile;
 pub mod journal;
+pub mod malloc;
 pub mod manifest;
 pub mod manpage;
 pub mod pipeline;

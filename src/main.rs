@@ -8,6 +8,7 @@ use ingest::config::Command;
 use ingest::exit::Exit;
 
 fn main() -> ExitCode {
+    ingest::malloc::keep_freed_memory();
     let cli = Cli::parse();
     let outcome = Command::from_cli(cli).and_then(ingest::execute);
     match outcome {
