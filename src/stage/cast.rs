@@ -95,7 +95,7 @@ impl Caster {
             }
             ColumnType::Bool => bytes == b"true" || bytes == b"false",
             ColumnType::Date => canonical::date(bytes).is_some(),
-            ColumnType::Timestamp => canonical::timestamp(bytes).is_some(),
+            ColumnType::Timestamp => canonical::timestamp_date(bytes).is_some(),
             ColumnType::Float => false,
         }
     }
