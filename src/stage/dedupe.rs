@@ -1,10 +1,11 @@
 //! `--dedupe-key`: keeps the first record of each key within a run.
 //!
-//! Its state, the set of keys seen, is part of every checkpoint. A key is remembered as
-//! the 128-bit XXH3 digest of its (length-prefixed) column values: 16 bytes a key, no
-//! allocation a row, one probe a row. Two distinct keys share a digest with probability
-//! about n²/2¹²⁹ (under 10⁻²⁴ for a billion keys), which is far below the odds of the
-//! disk returning a wrong bit. Snapshots are deltas (the digests first seen since the
+//! Its state, the set of keys seen, is part of every checkpoint. A key is remembered by
+//! the 128-bit XXH3 digest of its (length-prefixed) column values: no allocation a row,
+//! one probe a row. The in-memory set tells digests apart by 96 of their bits (12 bytes
+//! a key, see `keyset.rs`): two distinct keys of n collide with probability about
+//! n²/2⁹⁷ (6·10⁻¹² for a billion keys), far below the odds of the disk returning a
+//! wrong bit. Snapshots are deltas of whole digests (those first seen since the
 //! previous checkpoint), so a checkpoint costs what it added, not the whole set.
 
 use anyhow::{anyhow, bail, Result};
