@@ -21,6 +21,7 @@
 //! input crafted to collide in the low bits of XXH3 cannot build long probe chains.
 
 use std::hash::BuildHasher;
+use std::thread::JoinHandle;
 
 use foldhash::fast::RandomState;
 
@@ -52,6 +53,14 @@ pub struct KeySet {
     state: RandomState,
     /// Slot of each digest of the batch being inserted (reused).
     homes: Vec<usize>,
+    /// The thread populating the pages of `slots`, if it may still be running.
+    populating: Option<JoinHandle<()>>,
+}
+
+impl Drop for KeySet {
+    fn drop(&mut self) {
+        self.populated();
+    }
 }
 
 impl Default for KeySet {
@@ -68,6 +77,15 @@ impl KeySet {
             has_empty: false,
             state: RandomState::default(),
             homes: Vec::new(),
+            populating: None,
+        }
+    }
+
+    /// Waits for the thread populating the table, so that its range is never freed
+    /// while it runs.
+    fn populated(&mut self) {
+        if let Some(thread) = self.populating.take() {
+            let _ = thread.join();
         }
     }
 
@@ -105,7 +123,10 @@ impl KeySet {
         if self.len > 0 {
             size = size.max(self.slots.len() * 2);
         }
-        let old = std::mem::replace(&mut self.slots, zeroed_slots(size));
+        self.populated();
+        let (slots, populating) = zeroed_slots(size);
+        let old = std::mem::replace(&mut self.slots, slots);
+        self.populating = populating;
         self.len = usize::from(self.has_empty);
         let mut chunk = Vec::with_capacity(4096);
         let mut fresh = Vec::with_capacity(4096);
@@ -159,31 +180,51 @@ impl KeySet {
 /// allows: probes land anywhere in hundreds of megabytes, and with 4 KiB pages nearly
 /// each one also missed the TLB. Measured on 8.7 million inserts into a presized table
 /// (`keyset` benchmark in the issue 4 note): 0.74 s with 4 KiB pages, 0.37 s with 2 MiB.
-fn zeroed_slots(size: usize) -> Vec<Slot> {
+///
+/// A large table's pages are then populated, writable, by a helper thread (returned, to
+/// be joined before the table is freed). Left to the first probes, each page was read
+/// first (mapping the shared zero page), then written: a second fault, a copy-on-write
+/// and a TLB shootdown across both cores per page (2.3% of all samples at 100 MB of
+/// input). Populated on the stage thread itself, the zeroing of 150 MB stalled the
+/// whole pipeline for 0.1-0.4 s at the first batch; beside it, the probes go on (a
+/// page they reach first is simply faulted in by them, as it would have been).
+fn zeroed_slots(size: usize) -> (Vec<Slot>, Option<JoinHandle<()>>) {
     let slots = vec![EMPTY; size];
     let bytes = size * std::mem::size_of::<Slot>();
-    if bytes >= 4 << 20 {
-        // madvise takes whole pages: those inside the allocation.
-        const PAGE: usize = 4096;
-        let start = slots.as_ptr() as usize;
-        let first = start.next_multiple_of(PAGE);
-        let len = (start + bytes).saturating_sub(first) / PAGE * PAGE;
-        // Then the pages are populated, writable, in one call. Left to the first probes,
-        // each page was read first (mapping the shared zero page), then written: a
-        // second fault, a copy-on-write and a TLB shootdown across both cores for
-        // every page (at 100 MB of input, 2.3% of all samples were those shootdowns).
-        for advice in [
-            rustix::mm::Advice::LinuxHugepage,
-            rustix::mm::Advice::LinuxPopulateWrite,
-        ] {
-            // SAFETY: the range lies inside the live allocation of `slots`; both advices
-            // change only how the kernel backs those pages (huge pages; mapped now rather
-            // than at first touch), never their contents, which stay zero. Failure (a
-            // kernel without THP, or older than 5.14) is harmless: the result is ignored.
-            let _ = unsafe { rustix::mm::madvise(first as *mut std::ffi::c_void, len, advice) };
-        }
+    if bytes < 4 << 20 {
+        return (slots, None);
     }
-    slots
+    // madvise takes whole pages: those inside the allocation.
+    const PAGE: usize = 4096;
+    let start = slots.as_ptr() as usize;
+    let first = start.next_multiple_of(PAGE);
+    let len = (start + bytes).saturating_sub(first) / PAGE * PAGE;
+    // SAFETY (both calls): the range lies inside the live allocation of `slots`, which
+    // the caller keeps until the helper is joined; both advices change only how the
+    // kernel backs those pages (huge pages; mapped now rather than at first touch),
+    // never their contents, which stay whatever the program wrote. Failure (a kernel
+    // without THP, or older than 5.14) is harmless: the results are ignored.
+    let _ = unsafe {
+        rustix::mm::madvise(
+            first as *mut std::ffi::c_void,
+            len,
+            rustix::mm::Advice::LinuxHugepage,
+        )
+    };
+    let populating = std::thread::Builder::new()
+        .name("ingest-dedupe-pages".into())
+        .spawn(move || {
+            // SAFETY: as above.
+            let _ = unsafe {
+                rustix::mm::madvise(
+                    first as *mut std::ffi::c_void,
+                    len,
+                    rustix::mm::Advice::LinuxPopulateWrite,
+                )
+            };
+        })
+        .ok();
+    (slots, populating)
 }
 
 /// Asks the CPU to start loading the cache line holding `slot`; has no other effect.

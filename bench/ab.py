@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""A/B of `ingest` builds: the plain load against the four-stage pipeline, alternated.
+
+    python3 bench/ab.py [--mb 1000] [--rounds 4] BINARY [BINARY…]
+
+Each round runs every binary twice on the bench data set of `--mb` MB (made by
+bench/bench.py or bench/gen_orders.py under --work): the plain load (`-p country`) and
+the pipeline of bench.py's `ingest-pipeline` (cast amount and ts, derive dt = date(ts),
+drop email, dedupe by order_id). Before each run the output is deleted and `sync`ed,
+untimed. Per binary it prints the median wall time and CPU time (user + system) of each
+mode and the median over rounds of pipeline ÷ plain in the same round.
+
+It is how the commits of issue 4 compared a change against the build before it: copy
+the old binary aside (cp target/release/ingest /tmp/ingest-old), build the new one, and
+give both. On a shared two-core VM single runs swing by 10-20%: compare medians of
+alternated rounds, never single timings.
+"""
+import argparse, os, resource, shutil, statistics, subprocess, sys, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PIPELINE = ["--cast", "amount=decimal(12,2)", "--cast", "ts=timestamp", "--derive", "dt=date(ts)",
+            "--drop", "email", "--dedupe-key", "order_id"]
+
+
+def run(cmd, out):
+    shutil.rmtree(out, ignore_errors=True)
+    subprocess.run(["sync"], check=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    subprocess.run(cmd, check=True)
+    wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("binaries", nargs="+")
+    ap.add_argument("--mb", type=int, default=1000)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--work", default="/tmp/ingest-bench")
+    args = ap.parse_args()
+    data = os.path.join(args.work, f"data-{args.mb}MB")
+    marker = os.path.join(data, ".complete")  # as bench.py leaves it
+    if not os.path.exists(marker):
+        shutil.rmtree(data, ignore_errors=True)
+        subprocess.run([sys.executable, os.path.join(ROOT, "bench/gen_orders.py"), data, "--mb", str(args.mb),
+                        "--files", "4"], check=True)
+        open(marker, "w").close()
+    out = os.path.join(args.work, "ab-out")
+    results = {}
+    for _ in range(args.rounds):
+        for binary in args.binaries:
+            for mode, extra in (("plain", []), ("pipeline", PIPELINE)):
+                cmd = [binary, "-q", "-t", out, "-p", "country", *extra, data]
+                results.setdefault((binary, mode), []).append(run(cmd, out))
+    shutil.rmtree(out, ignore_errors=True)
+    med = statistics.median
+    for binary in args.binaries:
+        plain, pipe = results[(binary, "plain")], results[(binary, "pipeline")]
+        ratios = [p[0] / q[0] for p, q in zip(pipe, plain)]
+        print(f"{binary}: plain {med(w for w, _ in plain):.2f} s ({med(c for _, c in plain):.2f} core-s), "
+              f"pipeline {med(w for w, _ in pipe):.2f} s ({med(c for _, c in pipe):.2f} core-s), "
+              f"pipeline / plain {med(ratios):.2f} (rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
+
+
+if __name__ == "__main__":
+    main()
