@@ -23,7 +23,7 @@ use arrow_array::builder::{
     ArrayBuilder, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float64Builder,
     Int64Builder, TimestampMicrosecondBuilder,
 };
-use arrow_array::{ArrayRef, RecordBatch as ArrowBatch, StringArray};
+use arrow_array::{ArrayRef, BinaryArray, RecordBatch as ArrowBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema, TimeUnit};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
@@ -84,6 +84,28 @@ fn builder(ty: ColumnType) -> Result<Builder> {
             Builder::Ts(TimestampMicrosecondBuilder::with_capacity(n).with_timezone("UTC"))
         }
     })
+}
+
+/// A builder's strings as a `StringArray`, checked exactly as Arrow's own conversion
+/// checks them (`try_from_binary`), only faster: the whole buffer with simdutf8 (Arrow's
+/// `std::str::from_utf8` was 3-4% of a Parquet load's CPU), then each offset on a
+/// character boundary.
+fn utf8_array(binary: BinaryArray) -> Result<StringArray> {
+    let (offsets, values, nulls) = binary.into_parts();
+    if simdutf8::basic::from_utf8(&values).is_err() {
+        bail!("invalid UTF-8");
+    }
+    // A boundary: the end, or any byte but a continuation byte (0b10xx_xxxx).
+    let boundary = |o: &i32| {
+        usize::try_from(*o).is_ok_and(|o| values.get(o).is_none_or(|&b| (b as i8) >= -0x40))
+    };
+    if !offsets.iter().all(boundary) {
+        bail!("a value ends inside a UTF-8 character");
+    }
+    // SAFETY: `try_new` would not fail (the contract of `new_unchecked`): its checks are
+    // exactly the two above (`GenericStringType::validate`), plus offsets and nulls that
+    // fit the values, which they do, coming from a valid `BinaryArray`.
+    Ok(unsafe { StringArray::new_unchecked(offsets, values, nulls) })
 }
 
 /// Days from 1970-01-01 to `date`.
@@ -159,9 +181,7 @@ impl Builder {
 
     fn finish(&mut self) -> Result<ArrayRef> {
         Ok(match self {
-            Builder::Str(b) => {
-                Arc::new(StringArray::try_from_binary(b.finish()).context("a field is not UTF-8")?)
-            }
+            Builder::Str(b) => Arc::new(utf8_array(b.finish()).context("a field is not UTF-8")?),
             Builder::Int(b) => Arc::new(b.finish()),
             Builder::Float(b) => Arc::new(b.finish()),
             Builder::Decimal(b, _) => Arc::new(b.finish()),
@@ -493,5 +513,39 @@ impl Tail {
         self.file
             .recv()
             .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Accepts and rejects exactly what Arrow's checked conversion does: any bytes,
+        /// valid or not, cut into values anywhere (inside characters too).
+        #[test]
+        fn strings_are_checked_as_arrow_checks_them(
+            values in prop::collection::vec(prop_oneof![
+                prop::collection::vec(any::<u8>(), 0..6),
+                "\\PC{0,4}".prop_map(String::into_bytes),
+                Just("é李".as_bytes().to_vec()),
+                Just(vec![0xC3]),
+                Just(vec![0xA9]),
+            ], 0..12),
+        ) {
+            let mut b = BinaryBuilder::new();
+            for v in &values {
+                b.append_value(v);
+            }
+            b.append_null();
+            let ours = utf8_array(b.finish()).ok();
+            for v in &values {
+                b.append_value(v);
+            }
+            b.append_null();
+            let arrows = StringArray::try_from_binary(b.finish()).ok();
+            prop_assert_eq!(ours, arrows);
+        }
     }
 }
