@@ -24,7 +24,10 @@ use crate::stage::spec::{self, RunContext};
 use crate::stage::{self, SnapshotRef, SnapshotStore, Stage};
 use crate::table::JobLayout;
 
-/// Batches in flight per channel.
+/// Batches in flight per channel (and recycled from sink to source). Three threads
+/// share two cores: with 4, a consumer descheduled for a time slice soon stalled its
+/// producer too; 16 (about 10 MB per channel) let the 1 GB plain load go from 2.52 to
+/// 2.28-2.45 s.
 const CHANNEL_DEPTH: usize = 16;
 
 /// What one execution of the pipeline starts from.
