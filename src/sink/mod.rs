@@ -189,9 +189,10 @@ impl TableSink {
                     Some(&i) => i,
                     None => self.open_part(batch, row)?,
                 };
-                match grouped {
-                    true => routes.push(part),
-                    false => self.write_rows(batch, part, &[row])?,
+                if grouped {
+                    routes.push(part);
+                } else {
+                    self.write_rows(batch, part, &[row])?;
                 }
             }
             routes.group();

@@ -285,9 +285,10 @@ pub fn run(
                     failpoint::hit("stage.snapshot.before");
                     bytes.clear();
                     stage.snapshot(&mut bytes)?;
-                    let snapshot = match bytes.is_empty() {
-                        false => Some(store.write(id, barrier.checkpoint, &bytes)?),
-                        true => None,
+                    let snapshot = if bytes.is_empty() {
+                        None
+                    } else {
+                        Some(store.write(id, barrier.checkpoint, &bytes)?)
                     };
                     failpoint::hit("stage.snapshot.after");
                     acks.send(Ack::Stage {
