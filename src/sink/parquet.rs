@@ -245,6 +245,8 @@ enum Job {
     Batch {
         id: u64,
         batch: ArrowBatch,
+        /// Told once the batch is written (see `flush_builders`).
+        done: Option<SyncSender<()>>,
     },
     /// Write the footer, close the file, and say so (or send the part's first error).
     Finish {
@@ -252,9 +254,7 @@ enum Job {
         done: SyncSender<Result<()>>,
     },
     /// The part was abandoned (an aborted checkpoint): drop its writer.
-    Drop {
-        id: u64,
-    },
+    Drop { id: u64 },
 }
 
 /// Jobs waiting per encoder thread.
@@ -307,7 +307,9 @@ fn encode(jobs: std::sync::mpsc::Receiver<Job>) {
             } => {
                 parts.insert(id, (writer, written, row_group_bytes));
             }
-            Job::Batch { id, batch } => {
+            Job::Batch { id, batch, done } => {
+                // Dropped at the end of this arm, written or not, which is the signal.
+                let _done = done;
                 let Some((writer, written, row_group_bytes)) = parts.get_mut(&id) else {
                     continue; // the part already failed
                 };
@@ -466,10 +468,26 @@ impl ParquetPart {
             .map(Builder::finish)
             .collect::<Result<_>>()?;
         let batch = ArrowBatch::try_new(self.schema.clone(), columns)?;
+        // With a target file size the sink cuts parts by what reached the file, so it
+        // waits for each batch to be written: where files are cut then depends on the
+        // data alone, not on how far the encoder thread happened to lag behind.
+        let (done, written) = match self.target_size {
+            Some(_) => {
+                let (done, written) = sync_channel(1);
+                (Some(done), Some(written))
+            }
+            None => (None, None),
+        };
         let (id, encoder) = self.encoder()?;
         encoder
-            .send(Job::Batch { id, batch })
-            .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))
+            .send(Job::Batch { id, batch, done })
+            .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))?;
+        if let Some(written) = written {
+            // Disconnected without a message: the batch's job ended (written or failed;
+            // a failure is reported at finish).
+            let _ = written.recv();
+        }
+        Ok(())
     }
 
     /// Bytes that reached the file (as of the encoder's last batch).
