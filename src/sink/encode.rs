@@ -299,42 +299,19 @@ impl Encoder {
         rows: &[usize],
     ) -> Result<()> {
         match self {
-            #[cfg(feature = "parquet")]
-            Encoder::Parquet(p) => p.write_rows(layout, batch, rows),
-            _ => rows
-                .iter()
-                .try_for_each(|&row| self.write_row(layout, batch, row)),
-        }
-    }
-
-    /// Writes row `row` of `batch` as CSV or JSON lines.
-    fn write_row(&mut self, layout: &Layout, batch: &RecordBatch, row: usize) -> Result<()> {
-        match self {
             // Nulls are written as empty fields: CSV has no other spelling for them.
-            Encoder::Csv(w) => w.write_record(layout.cols.iter().map(|&c| batch.field(row, c)))?,
-            Encoder::Json(w) => {
-                w.write_all(b"{")?;
-                for (i, &col) in layout.cols.iter().enumerate() {
-                    if i > 0 {
-                        w.write_all(b",")?;
-                    }
-                    w.write_all(&layout.json_keys[i])?;
-                    match batch.cell(row, col) {
-                        None => w.write_all(b"null")?,
-                        Some(v) if layout.json_kinds[i] == JsonKind::Raw && !v.is_empty() => {
-                            w.write_all(v)?
-                        }
-                        Some(v) => {
-                            // Field bytes are checked UTF-8 by the reader; stages write UTF-8.
-                            let text = std::str::from_utf8(v).context("a field is not UTF-8")?;
-                            serde_json::to_writer(&mut *w, text)?;
-                        }
-                    }
+            Encoder::Csv(w) => {
+                for &row in rows {
+                    w.write_record(layout.cols.iter().map(|&c| batch.field(row, c)))?;
                 }
-                w.write_all(b"}\n")?;
+            }
+            Encoder::Json(w) => {
+                for &row in rows {
+                    write_json_row(w, layout, batch, row)?;
+                }
             }
             #[cfg(feature = "parquet")]
-            Encoder::Parquet(p) => p.write_rows(layout, batch, &[row])?,
+            Encoder::Parquet(p) => p.write_rows(layout, batch, rows)?,
         }
         Ok(())
     }
@@ -369,6 +346,33 @@ impl Encoder {
         };
         Ok(Finished::File(out.finish()?))
     }
+}
+
+/// Writes row `row` of `batch` as one JSON object on its line.
+fn write_json_row(
+    w: &mut BufWriter<Out>,
+    layout: &Layout,
+    batch: &RecordBatch,
+    row: usize,
+) -> Result<()> {
+    w.write_all(b"{")?;
+    for (i, &col) in layout.cols.iter().enumerate() {
+        if i > 0 {
+            w.write_all(b",")?;
+        }
+        w.write_all(&layout.json_keys[i])?;
+        match batch.cell(row, col) {
+            None => w.write_all(b"null")?,
+            Some(v) if layout.json_kinds[i] == JsonKind::Raw && !v.is_empty() => w.write_all(v)?,
+            Some(v) => {
+                // Field bytes are checked UTF-8 by the reader; stages write UTF-8.
+                let text = std::str::from_utf8(v).context("a field is not UTF-8")?;
+                serde_json::to_writer(&mut *w, text)?;
+            }
+        }
+    }
+    w.write_all(b"}\n")?;
+    Ok(())
 }
 
 /// A staged file whose writing is done or finishing.
@@ -417,7 +421,7 @@ mod tests {
         )
         .unwrap();
         enc.start(&layout.header).unwrap();
-        enc.write_row(&layout, &b, 0).unwrap();
+        enc.write_rows(&layout, &b, &[0]).unwrap();
         enc.close().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(
