@@ -139,10 +139,10 @@ impl RecordBatch {
     /// fetched row by row by the loops that read it, every line was a separate wait.
     pub fn prefetch(&self) {
         for line in self.data.chunks(64) {
-            prefetch_l2(&line[0]);
+            crate::prefetch::to_l2(&line[0]);
         }
         for line in self.ends.chunks(8) {
-            prefetch_l2(&line[0]);
+            crate::prefetch::to_l2(&line[0]);
         }
     }
 
@@ -368,21 +368,6 @@ pub fn encode_csv<'a>(fields: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
         bytes.pop();
     }
     bytes
-}
-
-/// Asks the CPU to start loading the cache line holding `value` into the core's
-/// second-level cache; has no other effect.
-#[inline(always)]
-fn prefetch_l2<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint: it reads nothing into the program, cannot fault,
-    // and the pointer comes from a live reference anyway.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
-        _mm_prefetch::<_MM_HINT_T1>((value as *const T).cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
 }
 
 /// Batches the sink has written, on their way back to the source to be filled again.

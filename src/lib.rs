@@ -41,6 +41,7 @@ pub mod malloc;
 pub mod manifest;
 pub mod manpage;
 pub mod pipeline;
+pub mod prefetch;
 pub mod progress;
 pub mod recover;
 pub mod report;

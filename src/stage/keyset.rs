@@ -104,7 +104,7 @@ impl KeySet {
         homes.extend(digests.iter().map(|&d| self.home(d)));
         for (i, (&digest, &home)) in digests.iter().zip(&homes).enumerate() {
             if let Some(&ahead) = homes.get(i + AHEAD) {
-                prefetch(&self.slots[ahead]);
+                crate::prefetch::to_l1(&self.slots[ahead]);
             }
             fresh.push(self.insert_at(slot_of(digest), home));
         }
@@ -225,20 +225,6 @@ fn zeroed_slots(size: usize) -> (Vec<Slot>, Option<JoinHandle<()>>) {
         })
         .ok();
     (slots, populating)
-}
-
-/// Asks the CPU to start loading the cache line holding `slot`; has no other effect.
-#[inline(always)]
-fn prefetch(slot: &Slot) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint: it reads nothing into the program, cannot fault,
-    // and the pointer comes from a live reference anyway.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((slot as *const Slot).cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = slot;
 }
 
 #[cfg(test)]
