@@ -7,6 +7,8 @@
 //! the first one appears. Bad rows a stage turns away travel with the batch as rejects,
 //! so they reach the sink, and the same checkpoint, as the rows around them.
 
+use crate::schema::ColumnType;
+
 /// Rows per batch: large enough to amortise a channel hop, small enough to stay in cache.
 pub const BATCH_ROWS: usize = 4096;
 
@@ -40,6 +42,11 @@ pub struct RecordBatch {
     /// Columns added by stages after the stored ones (stored index `ncols + k`), one
     /// value per row: deriving or casting a column writes only that column.
     added: Vec<Column>,
+    /// Stored columns whose every non-null value is known to be its type's canonical
+    /// text (see `canonical.rs`), as `cast` found them: a later stage may take such a
+    /// value as it is, without checking it again. Stored data never changes in place
+    /// (rows are only removed), so a mark holds for the batch's life.
+    canonical: Vec<(usize, ColumnType)>,
     /// Rows turned away so far, in order.
     pub rejects: Vec<Reject>,
 }
@@ -108,6 +115,7 @@ impl RecordBatch {
             lines: Vec::with_capacity(BATCH_ROWS),
             inputs: Vec::with_capacity(BATCH_ROWS),
             added: Vec::new(),
+            canonical: Vec::new(),
             rejects: Vec::new(),
         }
     }
@@ -131,6 +139,7 @@ impl RecordBatch {
         self.lines.clear();
         self.inputs.clear();
         self.added.clear();
+        self.canonical.clear();
         self.rejects.clear();
     }
 
@@ -189,6 +198,19 @@ impl RecordBatch {
     pub fn project(&mut self, from: &[usize]) {
         let view = from.iter().map(|&c| self.stored(c)).collect();
         self.view = Some(view);
+    }
+
+    /// Records that every non-null value of visible column `col` is canonical text of
+    /// `ty` (the caller has checked each one).
+    pub fn mark_canonical(&mut self, col: usize, ty: ColumnType) {
+        self.canonical.push((self.stored(col), ty));
+    }
+
+    /// True when every non-null value of visible column `col` is known to be canonical
+    /// text of `ty` (see [`RecordBatch::mark_canonical`]).
+    pub fn is_canonical(&self, col: usize, ty: ColumnType) -> bool {
+        let stored = self.stored(col);
+        self.canonical.contains(&(stored, ty))
     }
 
     /// The stored column behind visible column `col`.
@@ -417,7 +439,12 @@ pub struct Barrier {
 }
 
 /// A message on a pipeline channel.
+///
+/// Batches are not boxed: they are nearly every message, a box would be one more
+/// allocation per batch, and the space a barrier leaves unused is a few hundred bytes
+/// per channel slot.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum Msg {
     Batch(RecordBatch),
     Barrier(Barrier),

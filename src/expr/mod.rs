@@ -220,7 +220,8 @@ impl Expr {
     ///
     /// `date(ts)` of a timestamp column, the usual way to derive a partition column,
     /// takes a shortcut: a canonical UTC timestamp's date is the first ten bytes of its
-    /// text, so it is copied without building an instant and formatting it back.
+    /// text, so it is copied without building an instant and formatting it back; and
+    /// when `cast` has already found the whole column canonical, without checking it.
     pub fn eval_text(
         &self,
         batch: &RecordBatch,
@@ -232,7 +233,13 @@ impl Expr {
                 if batch.is_null(row, *col) {
                     return Ok(false);
                 }
-                if let Some(day) = canonical::timestamp_date(batch.field(row, *col)) {
+                let ts = batch.field(row, *col);
+                let day = if batch.is_canonical(*col, ColumnType::Timestamp) {
+                    ts.get(..10)
+                } else {
+                    canonical::timestamp_date(ts)
+                };
+                if let Some(day) = day {
                     out.extend_from_slice(day);
                     return Ok(true);
                 }

@@ -215,6 +215,7 @@ impl Stage for Cast {
     /// Writes only the cast columns; the others are not copied.
     fn process(&mut self, batch: &mut RecordBatch) -> Result<()> {
         let mut columns = Vec::new();
+        let mut canonical = Vec::new();
         let mut bad: Vec<(usize, String)> = Vec::new();
         for (col, caster) in self.casters.iter().enumerate() {
             let Some(caster) = caster else { continue };
@@ -248,14 +249,19 @@ impl Stage for Cast {
                     }
                 }
             }
-            if let Some(values) = changed {
-                columns.push((col, values));
+            match changed {
+                Some(values) => columns.push((col, values)),
+                // Every value was checked canonical: later stages need not check again.
+                None => canonical.push((col, caster.ty)),
             }
         }
         bad.sort_by_key(|(row, _)| *row);
         set_aside(batch, bad, |b| {
             for (col, values) in columns {
                 b.replace_column(col, values);
+            }
+            for (col, ty) in canonical {
+                b.mark_canonical(col, ty);
             }
         });
         Ok(())

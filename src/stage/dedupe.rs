@@ -58,13 +58,14 @@ impl Dedupe {
     }
 
     /// Reserves room for the rows the inputs likely hold, judged by this batch's bytes
-    /// per row (+10%); a wrong guess costs only the usual growth or some idle memory.
+    /// per row (the set's own headroom absorbs a guess a little short); a wrong guess
+    /// costs only the usual growth or some idle memory.
     fn size_for(&mut self, batch: &RecordBatch) {
         let Some(bytes) = self.expected_bytes.take() else {
             return;
         };
         let per_row = (batch.data_len() / batch.len().max(1)).max(8) as u64;
-        let rows = bytes / per_row + bytes / per_row / 10;
+        let rows = bytes / per_row;
         // Beyond this (a 3 GiB table) the set grows as the keys come, not on a guess.
         const MOST: u64 = 1 << 27;
         self.seen.reserve(rows.min(MOST) as usize);

@@ -134,6 +134,9 @@ impl Stage for Filter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::ColumnType;
+    use crate::stage::cast::Cast;
+    use proptest::prelude::*;
 
     fn schema() -> Schema {
         Schema {
@@ -187,5 +190,49 @@ mod tests {
         assert_eq!(b.field(0, 0), b"1");
         assert_eq!(b.rejects.len(), 1);
         assert!(Filter::new(&schema(), "id + 1").is_err());
+    }
+
+    proptest! {
+        /// After `cast`, `derive dt = date(ts)` trusts a column cast found canonical and
+        /// checks any other: either way every row gets the date `eval` computes, and
+        /// only an all-canonical batch is marked (so both paths are taken here).
+        #[test]
+        fn date_after_cast_is_the_same_whether_or_not_the_column_is_marked(
+            values in prop::collection::vec(prop_oneof![
+                4 => (-62_135_596_800i64..253_402_207_200)
+                    .prop_map(|s| jiff::Timestamp::from_second(s).unwrap().to_string()),
+                1 => prop_oneof![
+                    Just("2026-11-28T23:30:00+01:00"),
+                    Just("2026-11-28 23:30:00"),
+                    Just("2026-11-28T23:30:00.25Z"),
+                    Just(""),
+                    Just("not a time"),
+                ].prop_map(String::from),
+            ], 1..8),
+        ) {
+            let mut b = RecordBatch::new(2);
+            for (i, v) in values.iter().enumerate() {
+                b.push([&b"1"[..], v.as_bytes()], 0, i as u64 + 2);
+            }
+            let strings = Schema::strings(&["id".to_string(), "ts".to_string()]);
+            let casts = [("ts".to_string(), ColumnType::Timestamp)].into();
+            let (mut cast, typed) = Cast::new(&strings, &casts, None, None).unwrap();
+            cast.process(&mut b).unwrap();
+            // An empty value is not canonical: cast turns it into a null.
+            let all_canonical = values
+                .iter()
+                .all(|v| crate::canonical::timestamp_date(v.as_bytes()).is_some());
+            prop_assert_eq!(b.is_canonical(1, ColumnType::Timestamp), all_canonical);
+            let expr = Expr::compile("date(ts)", &typed).unwrap();
+            for row in 0..b.len() {
+                let mut fast = Vec::new();
+                let got = expr.eval_text(&b, row, &mut fast).map(|present| (present, fast));
+                let want = expr.eval(&b, row).map(|v| {
+                    let mut slow = Vec::new();
+                    (v.write_text(&mut slow), slow)
+                });
+                prop_assert_eq!(got, want);
+            }
+        }
     }
 }
