@@ -2,11 +2,12 @@
 //!
 //! Its state, the set of keys seen, is part of every checkpoint. A key is remembered by
 //! the 128-bit XXH3 digest of its (length-prefixed) column values: no allocation a row,
-//! one probe a row. The in-memory set tells digests apart by 96 of their bits (12 bytes
-//! a key, see `keyset.rs`): two distinct keys of n collide with probability about
-//! n²/2⁹⁷ (6·10⁻¹² for a billion keys), far below the odds of the disk returning a
-//! wrong bit. Snapshots are deltas of whole digests (those first seen since the
-//! previous checkpoint), so a checkpoint costs what it added, not the whole set.
+//! one probe a row. The in-memory set keeps fewer bits of each digest (about 10 bytes a
+//! key when the input's size is known, see `keyset/`): the chance that two distinct
+//! keys are taken for one over a whole load is about 3·10⁻¹⁰ for a billion keys, far
+//! below the odds of the disk returning a wrong bit. Snapshots are deltas of whole
+//! digests (those first seen since the previous checkpoint), so a checkpoint costs what
+//! it added, not the whole set.
 
 use anyhow::{anyhow, bail, Result};
 use xxhash_rust::xxh3::xxh3_128;
@@ -57,18 +58,18 @@ impl Dedupe {
         self
     }
 
-    /// Reserves room for the rows the inputs likely hold, judged by this batch's bytes
+    /// Sizes the set for the rows the inputs likely hold, judged by this batch's bytes
     /// per row (the set's own headroom absorbs a guess a little short); a wrong guess
-    /// costs only the usual growth or some idle memory.
+    /// costs only some idle memory, or keys in the set's slower growable table.
     fn size_for(&mut self, batch: &RecordBatch) {
         let Some(bytes) = self.expected_bytes.take() else {
             return;
         };
         let per_row = (batch.data_len() / batch.len().max(1)).max(8) as u64;
         let rows = bytes / per_row;
-        // Beyond this (a 3 GiB table) the set grows as the keys come, not on a guess.
+        // Beyond this (a 1.2 GiB table) the set grows as the keys come, not on a guess.
         const MOST: u64 = 1 << 27;
-        self.seen.reserve(rows.min(MOST) as usize);
+        self.seen.expect(rows.min(MOST) as usize);
     }
 }
 
