@@ -143,18 +143,6 @@ impl RecordBatch {
         self.rejects.clear();
     }
 
-    /// Asks the CPU to bring the batch's stored fields into this core's cache, all at
-    /// once: a batch arrives from the thread that filled it, on the other core, and
-    /// fetched row by row by the loops that read it, every line was a separate wait.
-    pub fn prefetch(&self) {
-        for line in self.data.chunks(64) {
-            crate::prefetch::to_l2(&line[0]);
-        }
-        for line in self.ends.chunks(8) {
-            crate::prefetch::to_l2(&line[0]);
-        }
-    }
-
     /// Bytes of field data held (of the stored columns; for estimates).
     pub fn data_len(&self) -> usize {
         self.data.len()

@@ -10,16 +10,6 @@ pub fn to_l1<T>(value: &T) {
     let _ = value;
 }
 
-/// Into the second-level cache, for data larger than the first-level cache that the
-/// core is about to go through.
-#[inline(always)]
-pub fn to_l2<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    hint::<{ std::arch::x86_64::_MM_HINT_T1 }, T>(value);
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
-}
-
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn hint<const LEVEL: i32, T>(value: &T) {

@@ -272,7 +272,6 @@ pub fn run(
     for msg in input {
         match msg {
             Msg::Batch(mut batch) => {
-                batch.prefetch();
                 for (_, stage) in &mut chain {
                     stage.process(&mut batch)?;
                 }
