@@ -98,6 +98,46 @@ impl Column {
     }
 }
 
+/// One visible column of a batch (see [`RecordBatch::column`]): what a per-row lookup
+/// would find out for every row, found out once.
+#[derive(Clone, Copy)]
+pub enum ColumnView<'a> {
+    /// A stored column: field `col` of every `stride` fields.
+    Stored {
+        data: &'a [u8],
+        ends: &'a [usize],
+        nulls: Option<&'a [bool]>,
+        stride: usize,
+        col: usize,
+    },
+    /// A column a stage added.
+    Added(&'a Column),
+}
+
+impl<'a> ColumnView<'a> {
+    /// The value of row `row`, `None` when null.
+    #[inline]
+    pub fn get(&self, row: usize) -> Option<&'a [u8]> {
+        match *self {
+            ColumnView::Stored {
+                data,
+                ends,
+                nulls,
+                stride,
+                col,
+            } => {
+                let i = row * stride + col;
+                if nulls.is_some_and(|n| n[i]) {
+                    return None;
+                }
+                let start = if i == 0 { 0 } else { ends[i - 1] };
+                Some(&data[start..ends[i]])
+            }
+            ColumnView::Added(column) => (!column.nulls[row]).then(|| column.get(row)),
+        }
+    }
+}
+
 impl RecordBatch {
     /// An empty batch of records with `ncols` fields each.
     pub fn new(ncols: usize) -> RecordBatch {
@@ -271,10 +311,21 @@ impl RecordBatch {
 
     /// Field `col` of record `row`, `None` when null.
     pub fn cell(&self, row: usize, col: usize) -> Option<&[u8]> {
-        if self.is_null(row, col) {
-            None
-        } else {
-            Some(self.field(row, col))
+        self.column(col).get(row)
+    }
+
+    /// Visible column `col`, resolved once for a loop over its rows.
+    pub fn column(&self, col: usize) -> ColumnView<'_> {
+        let stored = self.stored(col);
+        match stored.checked_sub(self.ncols) {
+            Some(added) => ColumnView::Added(&self.added[added]),
+            None => ColumnView::Stored {
+                data: &self.data,
+                ends: &self.ends,
+                nulls: self.nulls.as_deref(),
+                stride: self.ncols,
+                col: stored,
+            },
         }
     }
 

@@ -222,8 +222,9 @@ impl Stage for Cast {
             // Built only once a value changes: a column already in canonical form (the
             // common case) is left as it is, without a copy.
             let mut changed: Option<Column> = None;
+            let column = batch.column(col);
             for row in 0..batch.len() {
-                let cell = batch.cell(row, col);
+                let cell = column.get(row);
                 let Some(bytes) = cell.filter(|b| !caster.is_canonical(b)) else {
                     if let Some(values) = &mut changed {
                         values.push(cell);
@@ -233,7 +234,7 @@ impl Stage for Cast {
                 let values = changed.get_or_insert_with(|| {
                     let mut values = Column::with_rows(batch.len());
                     for earlier in 0..row {
-                        values.push(batch.cell(earlier, col));
+                        values.push(column.get(earlier));
                     }
                     values
                 });

@@ -92,10 +92,11 @@ impl Stage for Dedupe {
         }
         self.size_for(batch);
         self.digests.clear();
+        let columns: Vec<_> = self.key_cols.iter().map(|&col| batch.column(col)).collect();
         for row in 0..batch.len() {
             self.key.clear();
-            for &col in &self.key_cols {
-                match batch.cell(row, col) {
+            for column in &columns {
+                match column.get(row) {
                     Some(value) => push_framed(&mut self.key, value),
                     // Null is its own key, distinct from the empty string.
                     None => self.key.extend_from_slice(&u32::MAX.to_le_bytes()),
