@@ -17,6 +17,7 @@ use foldhash::fast::RandomState;
 
 use super::pages::Pages;
 use super::AHEAD;
+
 /// A table sized for a known number of keys is made 4/5 full by them…
 const SIZED_LOAD: (usize, usize) = (4, 5);
 /// …and grows only past 9/10, so an estimate up to 12% short still fits. Filled to 4/5
