@@ -67,30 +67,19 @@ fn assert_settled(w: &Workdir, what: &str) {
 
 #[test]
 fn every_fail_point_then_recover_gives_exact_rows() {
-    let mut crashes = 0;
-    for point in fail_points() {
-        for n in [1, 2, 4, 9] {
+    let crashes = crash_matrix(
+        &fail_points(),
+        &[1, 2, 4, 9],
+        true,
+        LOAD,
+        || {
             let w = Workdir::new();
             w.fixture("orders");
-            let spec = format!("{point}:{n}");
-            let out = w.run_failing(&spec, LOAD);
-            if n == 1 {
-                assert!(crashed(&out), "{spec} was never reached: {}", stderr(&out));
-            }
-            if crashed(&out) {
-                crashes += 1;
-                assert!(
-                    stderr(&out).contains(&format!("fail point {point} reached")),
-                    "{spec}: {}",
-                    stderr(&out)
-                );
-                assert_code(&w.run(&["-t", "t", "--recover"]), 0);
-            } else {
-                assert_code(&out, 0);
-            }
-            assert_settled(&w, &spec);
-        }
-    }
+            (w, ())
+        },
+        |_| {},
+        |run| assert_settled(&run.w, &run.spec),
+    );
     eprintln!("crash matrix: {crashes} crashes, each followed by --recover and a full check");
     assert!(crashes >= 40, "only {crashes} crashes happened");
 }

@@ -201,34 +201,28 @@ fn nested_partitions_are_replaced_at_the_leaf() {
 
 #[test]
 fn every_fail_point_of_an_overwrite_then_recover_gives_exactly_the_new_content() {
-    let mut crashes = 0;
-    for point in all_fail_points() {
-        for n in [1, 3] {
-            let (w, untouched) = old_table();
-            let spec = format!("{point}:{n}");
-            let out = w.run_failing(&spec, OVERWRITE);
-            if n == 1 {
-                assert!(crashed(&out), "{spec} was never reached: {}", stderr(&out));
+    let crashes = crash_matrix(
+        &all_fail_points(),
+        &[1, 3],
+        true,
+        OVERWRITE,
+        old_table,
+        |run| {
+            // Until the recovery, readers still see the old partitions, whole, unless the
+            // crash came after the exchange of some of them.
+            let point = run.point;
+            if !point.starts_with("overwrite.exchange")
+                && !point.starts_with("overwrite.exchanged")
+                && !point.starts_with("run.finished")
+                && !point.starts_with("manifest.")
+            {
+                let old: Vec<Row> = input_rows(&[run.w.path("old")]);
+                let what = format!("{}, before", run.spec);
+                assert_same_rows(table_rows(&run.w.path("t")), old, &what);
             }
-            if crashed(&out) {
-                crashes += 1;
-                // Until the recovery, readers still see the old partitions, whole, unless
-                // the crash came after the exchange of some of them.
-                if !point.starts_with("overwrite.exchange")
-                    && !point.starts_with("overwrite.exchanged")
-                    && !point.starts_with("run.finished")
-                    && !point.starts_with("manifest.")
-                {
-                    let old: Vec<Row> = input_rows(&[w.path("old")]);
-                    assert_same_rows(table_rows(&w.path("t")), old, &format!("{spec}, before"));
-                }
-                assert_code(&w.run(&["-t", "t", "--recover"]), 0);
-            } else {
-                assert_code(&out, 0);
-            }
-            assert_replaced(&w, &untouched, &spec);
-        }
-    }
+        },
+        |run| assert_replaced(&run.w, &run.extra, &run.spec),
+    );
     eprintln!("overwrite crash matrix: {crashes} crashes, each recovered and checked");
     assert!(crashes >= 25, "only {crashes} crashes happened");
 }

@@ -153,28 +153,25 @@ fn stages_keep_exactly_once_through_every_crash_point() {
         "checkpoint.complete.after",
         "commit.mid",
         "run.finished.before",
-    ];
-    let mut crashes = 0;
-    for point in points {
-        for n in [1, 3, 6] {
+    ]
+    .map(String::from);
+    let crashes = crash_matrix(
+        &points,
+        &[1, 3, 6],
+        false,
+        MESSY,
+        || {
             let w = Workdir::new();
             w.fixture("messy");
-            let spec = format!("{point}:{n}");
-            let out = w.run_failing(&spec, MESSY);
-            if crashed(&out) {
-                crashes += 1;
-                assert_code(&w.run(&["-t", "t", "--recover"]), 0);
-            } else {
-                assert_code(&out, 0);
-            }
-            assert_same_rows(table_rows(&w.path("t")), want_rows.clone(), &spec);
-            assert_eq!(
-                committed_rejects(&w.path("t")),
-                want_rejects,
-                "{spec}: rejects"
-            );
-        }
-    }
+            (w, ())
+        },
+        |_| {},
+        |run| {
+            assert_same_rows(table_rows(&run.w.path("t")), want_rows.clone(), &run.spec);
+            let rejects = committed_rejects(&run.w.path("t"));
+            assert_eq!(rejects, want_rejects, "{}: rejects", run.spec);
+        },
+    );
     assert!(crashes >= 12, "only {crashes} crashes");
 }
 

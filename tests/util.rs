@@ -342,3 +342,67 @@ pub fn assert_same_rows(actual: Vec<Row>, expected: Vec<Row>, what: &str) {
         );
     }
 }
+
+/// One run of a crash matrix (see [`crash_matrix`]).
+pub struct CrashRun<'a, T> {
+    /// The fail point's name.
+    pub point: &'a str,
+    /// The fail point armed: `point:hit`.
+    pub spec: String,
+    pub w: Workdir,
+    /// What the setup returned beside the work directory.
+    pub extra: T,
+}
+
+/// The crash matrix: for every fail point of `points` and every hit of `hits`, the load
+/// `args` in a fresh work directory from `setup`, crashed there. A point must be reached
+/// at hit 1 when `reach_all` (a later hit may lie past the end of the load: the load then
+/// simply finishes). After a crash, the abort must name the point, `after_crash` checks
+/// the table as the crash left it, and `--recover` must succeed; then `settled` checks
+/// the finished table, crashed or not. Returns the number of crashes.
+pub fn crash_matrix<T>(
+    points: &[String],
+    hits: &[u32],
+    reach_all: bool,
+    args: &[&str],
+    setup: impl Fn() -> (Workdir, T),
+    after_crash: impl Fn(&CrashRun<T>),
+    settled: impl Fn(&CrashRun<T>),
+) -> usize {
+    let mut crashes = 0;
+    for point in points {
+        for hit in hits {
+            let (w, extra) = setup();
+            let run = CrashRun {
+                point,
+                spec: format!("{point}:{hit}"),
+                w,
+                extra,
+            };
+            let out = run.w.run_failing(&run.spec, args);
+            if reach_all && *hit == 1 {
+                assert!(
+                    crashed(&out),
+                    "{} was never reached: {}",
+                    run.spec,
+                    stderr(&out)
+                );
+            }
+            if crashed(&out) {
+                crashes += 1;
+                assert!(
+                    stderr(&out).contains(&format!("fail point {point} reached")),
+                    "{}: {}",
+                    run.spec,
+                    stderr(&out)
+                );
+                after_crash(&run);
+                assert_code(&run.w.run(&["-t", "t", "--recover"]), 0);
+            } else {
+                assert_code(&out, 0);
+            }
+            settled(&run);
+        }
+    }
+    crashes
+}
