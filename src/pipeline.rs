@@ -49,6 +49,18 @@ pub struct Spec<'a> {
 /// A stage with the id its snapshots are filed under.
 type IdentifiedStage = (String, Box<dyn Stage>);
 
+/// The bytes the parser will read from `inputs` in all, as their sizes on disk tell; 0
+/// (unknown) if any is compressed.
+fn decoded_bytes(inputs: &[source::Fingerprint]) -> u64 {
+    if inputs
+        .iter()
+        .any(|i| source::reader::is_compressed(&i.path))
+    {
+        return 0;
+    }
+    inputs.iter().map(|i| i.size).sum()
+}
+
 /// Builds the stages the options ask for, each with its snapshot id, restored from
 /// `snapshots`; returns them with the schema the sink receives.
 fn build_stages(spec: &Spec) -> Result<(Vec<IdentifiedStage>, Schema)> {
@@ -57,7 +69,7 @@ fn build_stages(spec: &Spec) -> Result<(Vec<IdentifiedStage>, Schema)> {
         run_id: run.run_id.clone(),
         started_at: run.started_at.clone(),
         inputs: run.inputs.iter().map(|i| i.path.clone()).collect(),
-        input_bytes: run.inputs.iter().map(|i| i.size).sum(),
+        input_bytes: decoded_bytes(&run.inputs),
     };
     let (built, schema) = spec::build(&run.options.stages, &Schema::strings(&spec.columns), &ctx)?;
     let mut stages = Vec::with_capacity(built.len());
@@ -212,4 +224,30 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compressed_inputs_leave_the_decoded_size_unknown() {
+        let input = |path: &str, size| source::Fingerprint {
+            path: path.into(),
+            size,
+            mtime_ns: 0,
+            dev: 0,
+            ino: 0,
+        };
+        assert_eq!(
+            decoded_bytes(&[input("a.csv", 10), input("b.jsonl", 5)]),
+            15
+        );
+        assert_eq!(
+            decoded_bytes(&[input("a.csv", 10), input("b.csv.gz", 5)]),
+            0
+        );
+        assert_eq!(decoded_bytes(&[input("a.jsonl.zst", 10)]), 0);
+        assert_eq!(decoded_bytes(&[]), 0);
+    }
 }

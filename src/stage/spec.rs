@@ -101,7 +101,8 @@ pub struct RunContext {
     pub run_id: String,
     pub started_at: String,
     pub inputs: Vec<String>,
-    /// The inputs' total size on disk: what stages that keep state size it by.
+    /// The bytes the parser will see in all, what stages that keep state size it by; 0
+    /// when unknown (a compressed input's size on disk says little about it).
     pub input_bytes: u64,
 }
 
