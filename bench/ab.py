@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A/B of `ingest` builds: the plain load against the four-stage pipeline, alternated.
 
-    python3 bench/ab.py [--mb 1000] [--rounds 4] BINARY [BINARY…]
+    python3 bench/ab.py [--mb 1000] [--rounds 4] [--modes plain,pipeline] BINARY [BINARY…]
 
 Each round runs every binary twice on the bench data set of `--mb` MB (made by
 bench/bench.py or bench/gen_orders.py under --work): the plain load (`-p country`) and
@@ -9,6 +9,11 @@ the pipeline of bench.py's `ingest-pipeline` (cast amount and ts, derive dt = da
 drop email, dedupe by order_id). Before each run the output is deleted and `sync`ed,
 untimed. Per binary it prints the median wall time and CPU time (user + system) of each
 mode and the median over rounds of pipeline ÷ plain in the same round.
+
+`--modes` runs other loads too, each against the plain one in the same round, to see
+what each stage costs: rename (a stage thread that changes nothing), cast (amount and
+ts), castderive (cast, then dt = date(ts)), drop (email), dedupe (order_id), constant
+(a derived constant column).
 
 It is how the commits of issue 4 compared a change against the build before it: copy
 the old binary aside (cp target/release/ingest /tmp/ingest-old), build the new one, and
@@ -18,8 +23,18 @@ alternated rounds, never single timings.
 import argparse, os, resource, shutil, statistics, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PIPELINE = ["--cast", "amount=decimal(12,2)", "--cast", "ts=timestamp", "--derive", "dt=date(ts)",
-            "--drop", "email", "--dedupe-key", "order_id"]
+CAST = ["--cast", "amount=decimal(12,2)", "--cast", "ts=timestamp"]
+PIPELINE = CAST + ["--derive", "dt=date(ts)", "--drop", "email", "--dedupe-key", "order_id"]
+MODES = {
+    "plain": [],
+    "pipeline": PIPELINE,
+    "rename": ["--rename", "note=memo"],
+    "cast": CAST,
+    "castderive": CAST + ["--derive", "dt=date(ts)"],
+    "drop": ["--drop", "email"],
+    "dedupe": ["--dedupe-key", "order_id"],
+    "constant": ["--derive", "k='v'"],
+}
 
 
 def run(cmd, out):
@@ -40,7 +55,14 @@ def main():
     ap.add_argument("--mb", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--work", default="/tmp/ingest-bench")
+    ap.add_argument("--modes", default="plain,pipeline", help=f"comma-separated, of: {', '.join(MODES)}")
     args = ap.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        ap.error(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
+    if "plain" not in modes:
+        modes.insert(0, "plain")
     data = os.path.join(args.work, f"data-{args.mb}MB")
     marker = os.path.join(data, ".complete")  # as bench.py leaves it
     if not os.path.exists(marker):
@@ -52,18 +74,19 @@ def main():
     results = {}
     for _ in range(args.rounds):
         for binary in args.binaries:
-            for mode, extra in (("plain", []), ("pipeline", PIPELINE)):
-                cmd = [binary, "-q", "-t", out, "-p", "country", *extra, data]
+            for mode in modes:
+                cmd = [binary, "-q", "-t", out, "-p", "country", *MODES[mode], data]
                 results.setdefault((binary, mode), []).append(run(cmd, out))
     shutil.rmtree(out, ignore_errors=True)
     med = statistics.median
     for binary in args.binaries:
-        plain, pipe = results[(binary, "plain")], results[(binary, "pipeline")]
-        ratios = [p[0] / q[0] for p, q in zip(pipe, plain)]
-        print(f"{binary}: plain {med(w for w, _ in plain):.2f} s ({med(c for _, c in plain):.2f} core-s), "
-              f"pipeline {med(w for w, _ in pipe):.2f} s ({med(c for _, c in pipe):.2f} core-s), "
-              f"pipeline / plain {med(ratios):.2f} (rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
-
+        plain = results[(binary, "plain")]
+        print(f"{binary}: plain {med(w for w, _ in plain):.2f} s ({med(c for _, c in plain):.2f} core-s)")
+        for mode in modes[1:]:
+            runs = results[(binary, mode)]
+            ratios = [p[0] / q[0] for p, q in zip(runs, plain)]
+            print(f"  {mode} {med(w for w, _ in runs):.2f} s ({med(c for _, c in runs):.2f} core-s), "
+                  f"{mode} / plain {med(ratios):.2f} (rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
 
 if __name__ == "__main__":
     main()
