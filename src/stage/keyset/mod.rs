@@ -1,5 +1,6 @@
-//! The dedupe stage's set of key digests: open-addressing tables probed a batch at a
-//! time, with the slots of the rows ahead prefetched.
+//! The dedupe stage's sets of keys: integer keys as bits (`ints.rs`), and the set of
+//! key digests, open-addressing tables probed a batch at a time, with the slots of the
+//! rows ahead prefetched.
 //!
 //! Why not `HashSet<u128>`: past a million keys the set no longer fits in the CPU caches,
 //! every probe is a cache miss (~100 ns), and one after another those misses made dedupe
@@ -20,6 +21,7 @@
 //! wide one gets only keys the compact table does not have.
 
 mod compact;
+pub mod ints;
 mod pages;
 mod wide;
 
