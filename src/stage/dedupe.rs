@@ -153,19 +153,15 @@ impl Stage for Dedupe {
         self.keep.clear();
         let columns: Vec<_> = self.key_cols.iter().map(|&col| batch.column(col)).collect();
         for row in 0..batch.len() {
-            self.key.clear();
-            for column in &columns {
-                match column.get(row) {
-                    Some(value) => push_framed(&mut self.key, value),
-                    // Null is its own key, distinct from the empty string.
-                    None => self.key.extend_from_slice(&u32::MAX.to_le_bytes()),
-                }
-            }
             if let (Some(ints), [column]) = (&mut self.ints, columns.as_slice()) {
-                if let Some(value) = column.get(row).and_then(IntSet::value_of) {
+                let cell = column.get(row);
+                if let Some((text, value)) = cell.and_then(|t| Some((t, IntSet::value_of(t)?))) {
                     let new = ints.insert(value);
                     if new {
-                        // Snapshots hold digests whatever set a key is in.
+                        // Snapshots hold digests whatever set a key is in; a repeated
+                        // key needs none.
+                        self.key.clear();
+                        push_framed(&mut self.key, text);
                         self.delta
                             .extend_from_slice(&xxh3_128(&self.key).to_le_bytes());
                     }
@@ -174,6 +170,14 @@ impl Stage for Dedupe {
                         self.leave_ints();
                     }
                     continue;
+                }
+            }
+            self.key.clear();
+            for column in &columns {
+                match column.get(row) {
+                    Some(value) => push_framed(&mut self.key, value),
+                    // Null is its own key, distinct from the empty string.
+                    None => self.key.extend_from_slice(&u32::MAX.to_le_bytes()),
                 }
             }
             self.digests.push(xxh3_128(&self.key));
