@@ -18,6 +18,24 @@
 //! 4. Append `Committed(n)`. *Crash before it*: recovery repeats step 3, harmlessly.
 //! 5. After the final checkpoint: `RunFinished`, then the manifest absorbs the run's
 //!    inputs. *Crash between*: the journal still holds the run; the next start folds it.
+//! 6. Every record is appended with a `write` and then an `fsync`. *Crash between the
+//!    two* (fail point `journal.write.after`): the record survives in the page cache, so
+//!    the next process reads it, yet a power cut would still lose it. That process is
+//!    acting on a record nobody made durable: if it published checkpoint n's files (or
+//!    exchanged a partition, or folded the run into the manifest) and the power then
+//!    failed, the table would show rows no durable record accounts for, and the next
+//!    recovery would stage them again and refuse to clobber its own files. The rule:
+//!    **whatever a process reads of the job's state in order to act on it is made
+//!    durable by that process before its first action.** `journal::replay_settled` and
+//!    `Manifest::load_settled` (both through `fsutil::settle`) are the only ways that
+//!    recovery and a load read the journal and the manifest. Stage snapshots and staged
+//!    files need nothing more: the process that wrote them fsynced them before it wrote
+//!    the record that names them (step 1), so any record that can be read names only
+//!    durable ones. Directories are the same case one level up: `mkdir` is durable only
+//!    once its parent is fsynced (fail point `mkdir.after` sits between), and a later
+//!    process that finds a directory cannot tell, so every writer fsyncs the whole chain
+//!    of directories above what it makes durable (`fsutil::sync_ancestors`), up to the
+//!    table's own name in its parent.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;

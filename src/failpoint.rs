@@ -10,7 +10,9 @@ use std::sync::OnceLock;
 
 /// Every point, in protocol order; `--list-fail-points` prints these.
 pub const POINTS: &[&str] = &[
+    "mkdir.after",
     "run.started.after",
+    "journal.write.after",
     "source.barrier",
     "stage.snapshot.before",
     "stage.snapshot.after",

@@ -54,6 +54,9 @@ pub fn create_dir_all_durable(dir: &Path) -> Result<()> {
             return Err(e).with_context(|| format!("cannot create directory {}", dir.display()))
         }
     }
+    // The directory exists, its name is not yet durable: a crash here leaves a directory
+    // that a later process finds and must not trust (see `sync_ancestors`).
+    crate::failpoint::hit("mkdir.after");
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         sync_dir(parent)?;
     }
@@ -78,6 +81,36 @@ pub fn sync_ancestors(dir: &Path, root: &Path) -> Result<()> {
         current = ancestor.parent();
     }
     Ok(())
+}
+
+/// Makes a file that this process is about to act on durable, with its name: fsync of
+/// the file and of its directory. A no-op for a file that does not exist.
+///
+/// Survives: a crash of the process that wrote the file (or renamed it into place)
+/// after its `write` and before its `fsync`. The page cache still holds what it wrote,
+/// so this process reads it; if this process then acted on it (published files, folded
+/// the manifest) and the power failed before that old write reached the disk, the disk
+/// would hold the consequences without their cause. DESIGN.md: the journal is fsynced
+/// before anything that depends on it happens, whoever wrote it.
+pub fn settle(path: &Path) -> Result<()> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("cannot open {}", path.display())),
+    };
+    sync_file(&file, path)?;
+    sync_parent(path)
+}
+
+/// Fsyncs the directory that holds `path` (the current directory for a bare name).
+///
+/// Survives: a power cut that would lose `path`'s own name in its parent, when `path`
+/// was created by an earlier process that may have crashed before fsyncing it.
+pub fn sync_parent(path: &Path) -> Result<()> {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => sync_dir(parent),
+        _ => sync_dir(Path::new(".")),
+    }
 }
 
 /// Creates a new file for staged output; fails if the name is taken.

@@ -211,7 +211,22 @@ pub struct Replay {
     pub file_len: u64,
 }
 
-/// Reads a journal without changing it. A missing journal is an empty one.
+/// Reads a journal in order to act on it: replays it, then makes what was read durable.
+///
+/// The journal may end in records that a crashed process wrote and never fsynced (a
+/// crash between `write` and `fsync` of `append`): the page cache serves them to this
+/// replay, but a power cut would still lose them. Anything this process does because of
+/// a record (publish a checkpoint, exchange a partition, fold the run into the manifest)
+/// must not outlive the record, so the journal and its directory are fsynced here, before
+/// the caller takes its first step. A torn tail is made durable too; it is harmless,
+/// since replay ignores it and `open_append` cuts it off.
+pub fn replay_settled(path: &Path) -> Result<Replay> {
+    fsutil::settle(path)?;
+    replay(path)
+}
+
+/// Reads a journal without changing it, to report on it (`--status`, `--dry-run`); code
+/// that acts on what it reads uses [`replay_settled`]. A missing journal is an empty one.
 pub fn replay(path: &Path) -> Result<Replay> {
     let mut bytes = Vec::new();
     match File::open(path) {
@@ -296,6 +311,9 @@ impl Journal {
         self.file
             .write_all(&frame)
             .with_context(|| format!("cannot append to journal {}", self.path.display()))?;
+        // The record is in the page cache only: a process that reads it now (a recovery
+        // after a crash here) must make it durable before acting on it (`replay_settled`).
+        crate::failpoint::hit("journal.write.after");
         fsutil::sync_file(&self.file, &self.path)
     }
 }

@@ -53,6 +53,14 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// Reads the manifest in order to act on it (skip loaded inputs, fold a run into it):
+    /// first makes it durable, file and name, since the process that renamed it into
+    /// place may have crashed before fsyncing its directory (see `fsutil::settle`).
+    pub fn load_settled(path: &Path) -> Result<Manifest> {
+        fsutil::settle(path)?;
+        Manifest::load(path)
+    }
+
     /// Reads the manifest; a missing one is empty.
     pub fn load(path: &Path) -> Result<Manifest> {
         let bytes = match std::fs::read(path) {

@@ -1,6 +1,9 @@
 //! `ingest --recover`: roll forward what completed, roll back what did not, resume.
 //!
-//! 1. Replay the journal (a torn last record is ignored and truncated).
+//! 1. Make the journal and the manifest durable, then replay the journal (a torn last
+//!    record is ignored and truncated): the crashed process may have written records it
+//!    never fsynced, and nothing below may act on a record a power cut could still undo
+//!    (`checkpoint.rs`, failure case 6).
 //! 2. Publish every completed checkpoint that is not journaled as committed; publishing
 //!    is idempotent, so a recovery that crashes here is simply run again.
 //! 3. Abort: remove the staging areas and snapshots of checkpoints that never completed,
@@ -44,8 +47,10 @@ pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> 
         return nothing();
     }
     let _lock = lock_job(&layout, common.lock_wait)?;
-    let mut manifest = Manifest::load(&layout.manifest())?;
-    let replay = journal::replay(&layout.journal())?;
+    // Both were written by a process that may have crashed before fsyncing them: make
+    // them durable before acting on a word of them (issue 12).
+    let mut manifest = Manifest::load_settled(&layout.manifest())?;
+    let replay = journal::replay_settled(&layout.journal())?;
     let Some(log) = replay.log else {
         return nothing();
     };

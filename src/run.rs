@@ -27,7 +27,10 @@ use crate::table::JobLayout;
 /// with `LockHeld` (exit 75).
 pub fn lock_job(layout: &JobLayout, wait: Option<Duration>) -> Result<File> {
     fsutil::create_dir_all_durable(&layout.dir)?;
+    // Every directory from the job's up to the table's own name: an earlier process may
+    // have made them and crashed before fsyncing their parents.
     fsutil::sync_ancestors(&layout.dir, &layout.table)?;
+    fsutil::sync_parent(&layout.table)?;
     let now = humantime::format_rfc3339_seconds(SystemTime::now());
     let note = format!("pid {} since {now}", std::process::id());
     let deadline = Instant::now() + wait.unwrap_or_default();
@@ -181,8 +184,9 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     let common = &cfg.common;
     let layout = JobLayout::new(&common.table, &common.job);
     let _lock = lock_job(&layout, common.lock_wait)?;
-    let mut manifest = Manifest::load(&layout.manifest())?;
-    if let Some(log) = journal::replay(&layout.journal())?.log {
+    // Settled: the fold below and the plan act on them (see `fsutil::settle`).
+    let mut manifest = Manifest::load_settled(&layout.manifest())?;
+    if let Some(log) = journal::replay_settled(&layout.journal())?.log {
         if !log.finished {
             return Err(interrupted_error(common, &log));
         }

@@ -95,6 +95,8 @@ fn recovery_that_crashes_is_rerun_until_done() {
         "checkpoint.complete.after",
         "run.finished.before",
         "manifest.fold.after",
+        "journal.write.after",
+        "mkdir.after",
     ];
     for first in [
         "checkpoint.complete.after:3",
@@ -298,16 +300,14 @@ fn every_fail_point_is_reached_by_the_plainest_load_too() {
     for point in fail_points() {
         let w = Workdir::new();
         let orders = w.fixture("orders");
-        let out = w.run_failing(
-            &format!("{point}:1"),
-            &["-t", "t", "--checkpoint-rows", "100", "orders"],
-        );
+        let load = ["-t", "t", "--checkpoint-rows", "100", "orders"];
+        let out = w.run_failing(&format!("{point}:1"), &load);
         assert!(
             crashed(&out),
             "{point} was never reached by a plain load: {}",
             stderr(&out)
         );
-        assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+        recover_after_crash(&w, &load, &point);
         assert_same_rows(table_rows(&w.path("t")), input_rows(&[orders]), &point);
     }
 }

@@ -532,3 +532,259 @@ fn an_overwrite_fsyncs_in_protocol_order() {
         "traced overwrite",
     );
 }
+
+/// The journal records a load appends (all but `RunStarted`), counted on a clean run of
+/// `args` in a fresh copy of the fixture: `journal.write.after:N` then crashes at the
+/// N-th of them.
+fn appended_records(args: &[&str], setup: impl Fn(&Workdir)) -> Vec<Record> {
+    let w = Workdir::new();
+    setup(&w);
+    assert_code(&w.run(args), 0);
+    let mut records = journal_records(&w.path("t/_ingest/default/journal"));
+    records.remove(0);
+    records
+}
+
+/// The first completed fsync of `path` in the trace.
+fn first_sync(events: &[Event], path: &str) -> Option<usize> {
+    synced_after(events, path, 0)
+}
+
+/// Issue 12: a load killed between a journal record's `write` and its `fsync` leaves a
+/// record in the page cache only. Recovery must fsync the journal before it acts on that
+/// record: before it renames a file into the table, exchanges a partition or folds the
+/// run into the manifest. Otherwise a power cut during recovery keeps the table's new
+/// files and loses the record that accounts for them.
+#[test]
+fn recovery_fsyncs_a_record_the_crashed_load_never_synced_before_acting_on_it() {
+    let load: &[&str] = &[
+        "-t",
+        "t",
+        "-p",
+        "dt,country",
+        "--checkpoint-rows",
+        "150",
+        "orders",
+    ];
+    let fixture = |w: &Workdir| {
+        w.fixture("orders");
+    };
+    let records = appended_records(load, fixture);
+    let first_complete = 1 + records
+        .iter()
+        .position(|r| matches!(r, Record::CheckpointComplete(_)))
+        .unwrap();
+    let run_finished = records.len();
+    assert!(matches!(
+        records[run_finished - 1],
+        Record::RunFinished { .. }
+    ));
+    for hit in [first_complete, first_complete + 2, run_finished] {
+        for verb in ["--recover", "load"] {
+            let w = Workdir::new();
+            fixture(&w);
+            let spec = format!("journal.write.after:{hit}");
+            let out = w.run_failing(&spec, load);
+            assert!(crashed(&out), "{spec}: {}", stderr(&out));
+            let table = w.path("t");
+            let t = table.to_str().unwrap();
+            let args: Vec<&str> = if verb == "load" {
+                ["-t", t].iter().chain(&load[2..]).copied().collect()
+            } else {
+                vec!["-t", t, "--recover"]
+            };
+            if verb == "load" && hit != run_finished {
+                // A plain load refuses an interrupted run; only the fold is its business.
+                continue;
+            }
+            let trace = strace(&w, &args, None);
+            let events = parse(&trace);
+            let job = table.join("_ingest/default");
+            let journal = job.join("journal").to_str().unwrap().to_string();
+            let synced = first_sync(&events, &journal)
+                .unwrap_or_else(|| panic!("{spec} {verb}: the journal was never fsynced"));
+            let inside_table = |to: &str| {
+                let to = abs(&table, to);
+                to.starts_with(&table) && !to.starts_with(&job)
+            };
+            let first_publish = events
+                .iter()
+                .find(|e| matches!(&e.call, Call::Rename { to, .. } if inside_table(to)));
+            let manifest = job.join("manifest").to_str().unwrap().to_string();
+            let first_fold = events.iter().find(
+                |e| matches!(&e.call, Call::Rename { to, .. } if abs(&table, to).to_str() == Some(&manifest)),
+            );
+            if hit == run_finished {
+                let fold =
+                    first_fold.unwrap_or_else(|| panic!("{spec} {verb}: the run was never folded"));
+                assert!(
+                    fold.start > synced,
+                    "{spec} {verb}: the manifest was folded (line {}) before the journal holding \
+                     RunFinished was fsynced (line {synced})",
+                    fold.start
+                );
+            } else {
+                let publish =
+                    first_publish.unwrap_or_else(|| panic!("{spec} {verb}: nothing was published"));
+                assert!(
+                    publish.start > synced,
+                    "{spec} {verb}: {:?} renamed into the table (line {}) before the journal was \
+                     fsynced (line {synced})",
+                    publish.call,
+                    publish.start
+                );
+                check(&trace, &table);
+            }
+            assert_same_rows(
+                table_rows(&table),
+                input_rows(&[w.path("orders")]),
+                &format!("{spec} then {verb}"),
+            );
+        }
+    }
+}
+
+/// Issue 12, overwrite mode: a crash between the `Exchange` record's write and its fsync;
+/// recovery must fsync the journal before its first exchange of a live partition.
+#[test]
+fn recovery_fsyncs_an_unsynced_exchange_record_before_exchanging() {
+    let overwrite: &[&str] = &[
+        "-t",
+        "t",
+        "-p",
+        "country",
+        "--mode",
+        "overwrite-partitions",
+        "--reload",
+        "--checkpoint-rows",
+        "150",
+        "orders",
+    ];
+    let old_table = |w: &Workdir| {
+        w.fixture("orders");
+        assert_code(&w.run(&["-t", "t", "-p", "country", "orders"]), 0);
+    };
+    let records = appended_records(overwrite, old_table);
+    let exchange = 1 + records
+        .iter()
+        .position(|r| matches!(r, Record::Exchange { .. }))
+        .unwrap();
+    let w = Workdir::new();
+    old_table(&w);
+    let spec = format!("journal.write.after:{exchange}");
+    assert!(crashed(&w.run_failing(&spec, overwrite)), "{spec}");
+    let table = w.path("t");
+    let trace = strace(&w, &["-t", table.to_str().unwrap(), "--recover"], None);
+    let events = parse(&trace);
+    let journal = table.join("_ingest/default/journal");
+    let synced = first_sync(&events, journal.to_str().unwrap()).expect("journal fsynced");
+    let first_exchange = events
+        .iter()
+        .find(|e| matches!(&e.call, Call::Rename { exchange, .. } if *exchange))
+        .expect("the recovery exchanged the partitions");
+    assert!(
+        first_exchange.start > synced,
+        "{:?} (line {}) before the journal holding Exchange was fsynced (line {synced})",
+        first_exchange.call,
+        first_exchange.start
+    );
+    assert_same_rows(
+        table_rows(&table),
+        input_rows(&[w.path("orders")]),
+        "overwrite recovered after an unsynced Exchange",
+    );
+}
+
+/// Issue 12: a crash between a `mkdir` and the fsync of its parent leaves a directory a
+/// later process finds but cannot trust. Whatever the recovery then journals must not
+/// rest on such a name: every directory above a file that a record written during the
+/// recovery names, up to the table's own parent, is fsynced by the recovery itself
+/// before that record.
+#[test]
+fn recovery_after_an_unsynced_mkdir_fsyncs_every_directory_it_relies_on() {
+    let load: &[&str] = &[
+        "-t",
+        "t",
+        "-p",
+        "dt,country",
+        "--dedupe-key",
+        "order_id",
+        "--checkpoint-rows",
+        "150",
+        "orders",
+    ];
+    let mut crashes = 0;
+    for hit in [3, 4, 5, 6, 8] {
+        let w = Workdir::new();
+        w.fixture("orders");
+        let spec = format!("mkdir.after:{hit}");
+        let out = w.run_failing(&spec, load);
+        if !crashed(&out) {
+            assert_code(&out, 0);
+            continue;
+        }
+        crashes += 1;
+        let table = w.path("t");
+        let t = table.to_str().unwrap();
+        let job = table.join("_ingest/default");
+        let args: Vec<&str> = if job.join("journal").exists() {
+            vec!["-t", t, "--recover"]
+        } else {
+            ["-t", t].iter().chain(&load[2..]).copied().collect()
+        };
+        let trace = strace(&w, &args, None);
+        let events = parse(&trace);
+        let (_, traced) = traced_records(&events, &job);
+        let top = table.parent().unwrap();
+        let chain_synced = |file: &Path, before: usize, what: &str| {
+            let mut dir = file.parent();
+            while let Some(d) = dir.filter(|d| d.starts_with(top)) {
+                let ok = events.iter().any(|e| {
+                    matches!(&e.call, Call::Sync(p) if Path::new(p) == d) && e.end < before
+                });
+                assert!(
+                    ok,
+                    "{spec}: {} not fsynced before {what} names {}",
+                    d.display(),
+                    file.display()
+                );
+                dir = d.parent();
+            }
+        };
+        let mut files = 0;
+        for (write, record) in &traced {
+            match record {
+                Record::CheckpointComplete(c) => {
+                    for f in &c.files {
+                        chain_synced(&job.join(&f.staged), write.start, "CheckpointComplete");
+                        files += 1;
+                    }
+                    for s in &c.snapshots {
+                        chain_synced(&job.join(&s.file), write.start, "CheckpointComplete");
+                    }
+                }
+                Record::Committed { checkpoint } => {
+                    let records = journal_records(&job.join("journal"));
+                    let c = records
+                        .iter()
+                        .find_map(|r| match r {
+                            Record::CheckpointComplete(c) if c.checkpoint == *checkpoint => Some(c),
+                            _ => None,
+                        })
+                        .unwrap();
+                    for f in &c.files {
+                        chain_synced(&table.join(&f.dest), write.start, "Committed");
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert!(files > 0, "{spec}: the recovery staged nothing");
+        assert_same_rows(
+            table_rows(&table),
+            dedupe(input_rows(&[w.path("orders")]), "order_id"),
+            &spec,
+        );
+    }
+    assert!(crashes >= 3, "only {crashes} crashes");
+}

@@ -48,7 +48,9 @@ pub fn replace_partitions(layout: &JobLayout, journal: &mut Journal, log: &RunLo
         let live = layout.in_table(&swap.partition);
         let shadow = shadow_root.join(&swap.partition);
         swap_in(&live, &shadow, swap.inode)?;
-        fsutil::sync_dir(parent(&live)?)?;
+        // The live parent and, for a nested partition, every directory above it up to
+        // the table: a parent made by an earlier, crashed attempt may not be durable.
+        fsutil::sync_ancestors(&live, &layout.table)?;
         fsutil::sync_dir(parent(&shadow)?)?;
         if i == 0 {
             // One partition swapped, the others (if any) not yet.
