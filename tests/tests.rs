@@ -4,6 +4,7 @@
 mod util;
 
 mod crash;
+mod csv_edges;
 mod durability;
 mod errors;
 mod formats;
@@ -14,5 +15,4 @@ mod operator;
 mod overwrite;
 mod partition;
 mod recover;
-mod spectrum;
 mod stages;
