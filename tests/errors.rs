@@ -107,3 +107,116 @@ fn an_unknown_fail_point_is_refused_rather_than_ignored() {
     assert_code(&out, 1);
     assert!(stderr(&out).contains("unknown point"), "{}", stderr(&out));
 }
+
+/// Issue 13.5: csv_core read an unterminated quote as one field holding every later
+/// line, so rows 2 to 4 loaded as one merged row.
+#[test]
+fn an_unterminated_quote_fails_naming_the_line_it_opened_on_never_merging_rows() {
+    let w = Workdir::new();
+    w.fixture("bad");
+    let out = w.run(&["-t", "t", "bad/unterminated.csv"]);
+    assert_code(&out, 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("bad/unterminated.csv:3: the quoted field opened on line 3 never closes"),
+        "{err}"
+    );
+    assert!(table_rows(&w.path("t")).is_empty());
+
+    // With room for errors: the rows before it load, the swallowed rest is one reject.
+    let w = Workdir::new();
+    w.fixture("bad");
+    let out = w.run(&[
+        "-t",
+        "t",
+        "--max-errors",
+        "1",
+        "--checkpoint-rows",
+        "1",
+        "bad/unterminated.csv",
+    ]);
+    assert_code(&out, 0);
+    let ids: Vec<String> = table_rows(&w.path("t"))
+        .into_iter()
+        .map(|r| r["id"].clone())
+        .collect();
+    assert_eq!(ids, ["1"]);
+    let rejects = rejects_of(&w.path("t"));
+    assert_eq!(rejects.len(), 1, "{rejects:?}");
+    assert_eq!(rejects[0]["line"], "3");
+    assert!(rejects[0]["reason"].contains("never closes"), "{rejects:?}");
+}
+
+/// Issue 13.5: `"quoted"tail` was read as the field `quotedtail`.
+#[test]
+fn text_after_a_closing_quote_is_a_bad_row() {
+    let w = Workdir::new();
+    w.fixture("bad");
+    let out = w.run(&["-t", "t", "bad/after-quote.csv"]);
+    assert_code(&out, 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "bad/after-quote.csv:3: text follows the closing quote of the field opened on line 3"
+        ),
+        "{err}"
+    );
+    let w = Workdir::new();
+    w.fixture("bad");
+    let out = w.run(&["-t", "t", "--max-errors", "1", "bad/after-quote.csv"]);
+    assert_code(&out, 0);
+    let names: Vec<String> = table_rows(&w.path("t"))
+        .into_iter()
+        .map(|r| r["name"].clone())
+        .collect();
+    assert_eq!(names, ["ok", "fine \"x\""]);
+    assert_eq!(rejects_of(&w.path("t")).len(), 1);
+}
+
+/// Issue 13.5: the wrong delimiter built a one-column table without a word.
+#[test]
+fn a_header_of_one_column_holding_another_delimiter_names_the_right_flag() {
+    let w = Workdir::new();
+    w.fixture("bad");
+    let out = w.run(&["-t", "t", "bad/semicolons.csv"]);
+    assert_code(&out, 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("the header parsed as one column, \"id;name;amount\"")
+            && err.contains("pass --delimiter \";\""),
+        "{err}"
+    );
+    assert!(!w.path("t/_ingest/default/journal").exists());
+    let out = w.run(&["-t", "t", "-d", ";", "bad/semicolons.csv"]);
+    assert_code(&out, 0);
+    assert_eq!(table_rows(&w.path("t")).len(), 2);
+
+    // Tab, spelled the ways users type it.
+    for spelling in ["\\t", "tab", "\t"] {
+        let w = Workdir::new();
+        w.fixture("bad");
+        let out = w.run(&["-t", "t", "-d", spelling, "bad/tabs.tsv"]);
+        assert_code(&out, 0);
+        let rows = table_rows(&w.path("t"));
+        assert_eq!(rows.len(), 2, "{spelling:?}");
+        assert_eq!(rows[0]["amount"], "10", "{spelling:?}");
+    }
+    let out = Workdir::new();
+    out.fixture("bad");
+    let run = out.run(&["-t", "t", "bad/tabs.tsv"]);
+    assert_code(&run, 1);
+    assert!(
+        stderr(&run).contains("pass --delimiter \"tab\""),
+        "{}",
+        stderr(&run)
+    );
+}
+
+fn rejects_of(table: &std::path::Path) -> Vec<Row> {
+    let dir = table.join("_rejects/default");
+    let mut rows = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        rows.extend(read_csv(&entry.unwrap().path(), b','));
+    }
+    rows
+}

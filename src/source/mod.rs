@@ -4,6 +4,7 @@
 
 pub mod discover;
 pub mod jsonl;
+mod quotes;
 pub mod reader;
 
 use std::path::Path;
@@ -83,7 +84,7 @@ pub fn read_header(reader: &mut InputReader) -> Result<Option<Vec<String>>> {
     }
     if let Some(why) = reader.invalid() {
         bail!(
-            "{}:{}: the header's {why}",
+            "{}:{}: bad header: {why}",
             reader.name(),
             reader.record_line()
         );
@@ -98,6 +99,30 @@ pub fn read_header(reader: &mut InputReader) -> Result<Option<Vec<String>>> {
                 reader.record_line(),
                 i + 1
             ),
+        }
+    }
+    if let [only] = header.as_slice() {
+        // One column whose name holds another common delimiter: almost surely the wrong
+        // --delimiter, which would load every row as one field.
+        let delimiter = reader.delimiter();
+        let other = [b',', b';', b'\t', b'|']
+            .into_iter()
+            .find(|&d| d != delimiter && only.as_bytes().contains(&d));
+        if let (Some(other), false) = (other, reader.was_quoted()) {
+            let spell = |d: u8| match d {
+                b'\t' => "tab".to_string(),
+                d => (d as char).to_string(),
+            };
+            bail!(
+                "{}:{}: the header parsed as one column, {only:?}, with the delimiter {:?}, \
+                 but it holds {:?}: pass --delimiter {:?} (a single column whose name holds \
+                 it must be quoted)",
+                reader.name(),
+                reader.record_line(),
+                spell(delimiter),
+                spell(other),
+                spell(other)
+            );
         }
     }
     for (i, name) in header.iter().enumerate() {

@@ -26,6 +26,7 @@ use csv_core::{ReadRecordResult, ReaderBuilder};
 use xxhash_rust::xxh3::Xxh3;
 
 use super::jsonl;
+use super::quotes::QuoteCheck;
 
 const CHUNK: usize = 256 * 1024;
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -50,6 +51,13 @@ pub struct InputReader {
     record_line: u64,
     /// Stream offset where the current record starts.
     record_start: u64,
+    /// Strict quoting, beside the lenient parser (`quotes.rs`).
+    quotes: QuoteCheck,
+    /// Index in `buf` of its next quote byte not yet consumed (`end` when there is none):
+    /// the quoting check skips records before it.
+    next_quote: usize,
+    /// Why the current record's quoting is malformed.
+    malformed: Option<String>,
     /// Set for a JSON lines input.
     jsonl: Option<JsonLines>,
 }
@@ -245,6 +253,9 @@ impl InputReader {
             nfields: 0,
             record_line: 0,
             record_start: 0,
+            quotes: QuoteCheck::new(delimiter),
+            next_quote: 0,
+            malformed: None,
             utf8: Utf8Check::default(),
             jsonl: is_jsonl(&path.to_string_lossy()).then(JsonLines::default),
         };
@@ -261,6 +272,7 @@ impl InputReader {
             self.start = 0;
             self.end = n;
             self.eof = n == 0;
+            self.next_quote = memchr::memchr(b'"', &self.buf[..n]).unwrap_or(n);
             // The buffer was empty, so `offset` is the stream position of its first byte.
             self.utf8.check(&self.buf[..n], self.offset);
         }
@@ -273,6 +285,9 @@ impl InputReader {
         let bad_utf8 = self.utf8.bad_within(self.record_start, self.offset);
         if let Some(json) = &mut self.jsonl {
             return json.error.take();
+        }
+        if let Some(why) = self.malformed.take() {
+            return Some(why);
         }
         if !bad_utf8 {
             return None;
@@ -456,6 +471,8 @@ impl InputReader {
         // csv_core counts lines from 1: before a record, line() is the line it starts on.
         self.record_line = self.core.line();
         self.record_start = self.offset;
+        self.quotes.begin(self.record_line);
+        self.malformed = None;
         let (mut outlen, mut endlen) = (0, 0);
         loop {
             self.fill()?;
@@ -463,6 +480,13 @@ impl InputReader {
             let (res, nin, nout, nend) =
                 self.core
                     .read_record(input, &mut self.fields[outlen..], &mut self.ends[endlen..]);
+            let consumed = self.start + nin;
+            let may_quote = self.next_quote < consumed;
+            self.quotes.feed(&input[..nin], may_quote);
+            if may_quote {
+                let rest = &self.buf[consumed..self.end];
+                self.next_quote = consumed + memchr::memchr(b'"', rest).unwrap_or(rest.len());
+            }
             self.consume(nin);
             outlen += nout;
             endlen += nend;
@@ -478,6 +502,7 @@ impl InputReader {
                 }
                 ReadRecordResult::Record => {
                     self.nfields = endlen;
+                    self.malformed = self.quotes.end();
                     return Ok(true);
                 }
                 ReadRecordResult::End => {
@@ -513,6 +538,16 @@ impl InputReader {
     /// All fields of the current record.
     pub fn fields(&self) -> impl Iterator<Item = &[u8]> {
         (0..self.nfields).map(|i| self.field(i))
+    }
+
+    /// The field delimiter.
+    pub fn delimiter(&self) -> u8 {
+        self.delimiter
+    }
+
+    /// True when the current record held a quoted field.
+    pub fn was_quoted(&self) -> bool {
+        self.quotes.was_quoted()
     }
 
     /// The 1-based line where the current record starts.
