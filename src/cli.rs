@@ -31,6 +31,7 @@ pub struct Cli {
     pub inputs: Vec<PathBuf>,
 
     /// Finish an interrupted run: commit completed checkpoints, discard the rest, resume
+    /// (every interrupted job of the table without --job or --config)
     #[arg(long, conflicts_with_all = LOAD_ONLY)]
     pub recover: bool,
 
@@ -176,7 +177,7 @@ pub struct Cli {
     pub reload: bool,
 
     /// Job name: each job has its own journal, manifest and lock under TABLE_DIR/_ingest/
-    /// [default: default; --status without it shows every job]
+    /// [default: default; --status and --recover without it act on every job]
     #[arg(long, value_name = "NAME")]
     pub job: Option<String>,
 
@@ -190,7 +191,7 @@ pub struct Cli {
 }
 
 /// Flags that only make sense for a load.
-const LOAD_ONLY: [&str; 22] = [
+const LOAD_ONLY: [&str; 21] = [
     "compression",
     "mode",
     "target_file_size",
@@ -202,7 +203,6 @@ const LOAD_ONLY: [&str; 22] = [
     "checkpoint_rows",
     "dedupe_key",
     "dry_run",
-    "config",
     "infer_schema",
     "null_markers",
     "trim",

@@ -23,8 +23,9 @@ pub enum Command {
     Completions(clap_complete::Shell),
     /// Load inputs into a table.
     Load(LoadConfig),
-    /// Finish an interrupted run; `max_errors` overrides the journaled limit.
-    Recover(Common, Option<u64>),
+    /// Finish the interrupted run of the job named, or of every interrupted job when
+    /// `None`; `max_errors` overrides the journaled limit.
+    Recover(Common, Option<u64>, Option<String>),
     /// Describe the table's jobs; `None` for every job.
     Status(Common, Option<String>),
     /// Print a `[schema]` inferred from the inputs.
@@ -216,7 +217,7 @@ impl Command {
             return Ok(Command::Status(common, job));
         }
         if cli.recover {
-            return Ok(Command::Recover(common, cli.max_errors));
+            return Ok(Command::Recover(common, cli.max_errors, job));
         }
         if inputs.is_empty() {
             return Err(usage(

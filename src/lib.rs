@@ -59,8 +59,8 @@ use anyhow::Result;
 use config::Command;
 use report::{Messages, Summary};
 
-/// Runs a checked command; returns its summary, if it has one.
-pub fn execute(command: Command) -> Result<Option<(Summary, bool, Messages)>> {
+/// Runs a checked command; returns its summaries (one per job it acted on), if it has any.
+pub fn execute(command: Command) -> Result<Option<(Vec<Summary>, bool, Messages)>> {
     failpoint::check_env()?;
     fsutil::raise_open_file_limit();
     signals::install()?;
@@ -90,18 +90,21 @@ pub fn execute(command: Command) -> Result<Option<(Summary, bool, Messages)>> {
                 quiet: cfg.common.quiet,
             };
             let summary = run::load(&cfg, messages)?;
-            Ok(Some((summary, cfg.common.json, messages)))
+            Ok(Some((vec![summary], cfg.common.json, messages)))
         }
         Command::InferSchema { inputs, delimiter } => {
             print!("{}", infer::infer(&inputs, delimiter)?);
             Ok(None)
         }
-        Command::Recover(common, max_errors) => {
+        Command::Recover(common, max_errors, job) => {
             let messages = Messages {
                 quiet: common.quiet,
             };
-            let summary = recover::recover(&common, max_errors, messages)?;
-            Ok(Some((summary, common.json, messages)))
+            let summaries = match job {
+                Some(_) => vec![recover::recover(&common, max_errors, messages)?],
+                None => recover::recover_every_job(&common, max_errors, messages)?,
+            };
+            Ok(Some((summaries, common.json, messages)))
         }
     }
 }

@@ -12,14 +12,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = Command::from_cli(cli).and_then(ingest::execute);
     match outcome {
-        Ok(Some((summary, json, messages))) => {
-            messages.note(&summary.line());
-            if json {
-                match serde_json::to_string(&summary) {
-                    Ok(text) => println!("{text}"),
-                    Err(err) => {
-                        eprintln!("ingest: cannot print the summary: {err}");
-                        return ExitCode::from(Exit::Failure.code());
+        Ok(Some((summaries, json, messages))) => {
+            for summary in &summaries {
+                messages.note(&summary.line());
+                if json {
+                    match serde_json::to_string(summary) {
+                        Ok(text) => println!("{text}"),
+                        Err(err) => {
+                            eprintln!("ingest: cannot print the summary: {err}");
+                            return ExitCode::from(Exit::Failure.code());
+                        }
                     }
                 }
             }

@@ -19,7 +19,7 @@ use anyhow::{bail, Result};
 
 use crate::checkpoint;
 use crate::config::Common;
-use crate::exit::Stopped;
+use crate::exit::{LockHeld, Stopped};
 use crate::journal::{self, Journal};
 use crate::manifest::Manifest;
 use crate::pipeline;
@@ -30,6 +30,70 @@ use crate::signals;
 use crate::sink::pending;
 use crate::source::{self, discover};
 use crate::table::JobLayout;
+
+/// `--recover` without `--job`: finishes every interrupted job of the table, one after
+/// the other, and says "nothing to recover" only when no job is interrupted.
+///
+/// A job whose lock is held is running (or being recovered) and is left alone: once the
+/// others are done the command exits 75, as `--recover` of that job would, so a script
+/// retries later. A job whose recovery fails does not stop the others; the first failure
+/// is the command's error, the rest are noted.
+pub fn recover_every_job(
+    common: &Common,
+    max_errors: Option<u64>,
+    messages: Messages,
+) -> Result<Vec<Summary>> {
+    let mut summaries = Vec::new();
+    let mut failures: Vec<anyhow::Error> = Vec::new();
+    let mut running = Vec::new();
+    for job in crate::table::jobs(&common.table)? {
+        let layout = JobLayout::new(&common.table, &job);
+        if let Some(holder) = crate::status::lock_holder(&layout) {
+            running.push(LockHeld {
+                table: common.table.display().to_string(),
+                job: job.clone(),
+                holder,
+            });
+            continue;
+        }
+        if !layout.journal().exists() {
+            continue;
+        }
+        let one = Common {
+            job: job.clone(),
+            ..common.clone()
+        };
+        // Also for a finished run: a crash between RunFinished and the manifest's fold
+        // (or the removal of an overwrite's old content) leaves work that is ours.
+        match recover(&one, max_errors, messages) {
+            Ok(summary) if summary.outcome == "nothing-to-recover" => {}
+            Ok(summary) => summaries.push(summary),
+            Err(e) if e.downcast_ref::<Stopped>().is_some() => return Err(e),
+            Err(e) => failures.push(e.context(format!("job {job:?}"))),
+        }
+    }
+    let mut errors = failures
+        .into_iter()
+        .chain(running.into_iter().map(Into::into));
+    if let Some(first) = errors.next() {
+        for done in &summaries {
+            messages.note(&done.line());
+        }
+        for other in errors {
+            messages.note(&format!("{other:#}"));
+        }
+        return Err(first);
+    }
+    if summaries.is_empty() {
+        summaries.push(Summary::nothing(
+            "nothing-to-recover",
+            &common.job,
+            0,
+            std::time::Duration::ZERO,
+        ));
+    }
+    Ok(summaries)
+}
 
 /// Finishes the job's interrupted run; `max_errors` overrides the run's journaled limit.
 pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> Result<Summary> {

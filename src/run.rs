@@ -183,6 +183,7 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     let started = Instant::now();
     let common = &cfg.common;
     let layout = JobLayout::new(&common.table, &common.job);
+    let mut made = Made::before(&layout);
     let _lock = lock_job(&layout, common.lock_wait)?;
     // Settled: the fold below and the plan act on them (see `fsutil::settle`).
     let mut manifest = Manifest::load_settled(&layout.manifest())?;
@@ -241,6 +242,7 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         .into());
     }
     let mut journal = Journal::create(&layout.journal(), &run)?;
+    made.keep();
     failpoint::hit("run.started.after");
     let total: u64 = run.inputs.iter().map(|i| i.size).sum();
     let progress = Progress::start(common.progress, common.quiet, total, 0);
@@ -266,6 +268,50 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         Summary::from_log("loaded", &common.job, &log, started.elapsed()).with_rate(rows_here);
     summary.inputs_skipped = skipped;
     after_signal(summary, common)
+}
+
+/// The directories a load made for a table or job that did not exist, removed again (with
+/// the lock file) if the load stops before its journal exists: a load refused by its
+/// checks leaves no trace, and `--status` still says there is no table.
+///
+/// Best effort and not a durability step: nothing was journaled, so nothing depends on
+/// these names; a directory that is not empty (another job appeared) stays.
+struct Made {
+    lock: Option<std::path::PathBuf>,
+    dirs: Vec<std::path::PathBuf>,
+}
+
+impl Made {
+    /// Notes which of the job's directories do not exist yet, deepest first.
+    fn before(layout: &JobLayout) -> Made {
+        let ingest = layout.table.join("_ingest");
+        let dirs = [layout.dir.clone(), ingest, layout.table.clone()]
+            .into_iter()
+            .filter(|d| !d.exists())
+            .collect();
+        Made {
+            lock: (!layout.dir.exists()).then(|| layout.lock()),
+            dirs,
+        }
+    }
+
+    /// The run's journal exists: everything made stays.
+    fn keep(&mut self) {
+        self.dirs.clear();
+        self.lock = None;
+    }
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        if let Some(lock) = &self.lock {
+            let _ = std::fs::remove_file(lock);
+        }
+        for dir in &self.dirs {
+            // Fails, harmlessly, on a directory that is not empty.
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
 }
 
 /// A run that finished although a signal arrived still reports the signal (130/143), so

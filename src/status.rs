@@ -1,9 +1,8 @@
 //! `ingest --status`: what each job of a table is doing, read without changing anything.
 
 use std::io::Write;
-use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 
 use crate::cli::Mode;
@@ -35,7 +34,8 @@ pub struct JobStatus {
     pub recover_would: Vec<String>,
 }
 
-fn lock_holder(layout: &JobLayout) -> Option<String> {
+/// Who holds the job's lock, if anyone (a shared lock probe: it never waits).
+pub fn lock_holder(layout: &JobLayout) -> Option<String> {
     let file = std::fs::File::open(layout.lock()).ok()?;
     if fs2::FileExt::try_lock_shared(&file).is_ok() {
         let _ = fs2::FileExt::unlock(&file);
@@ -158,32 +158,29 @@ fn recovery_plan(log: &RunLog, torn: u64) -> Vec<String> {
     steps
 }
 
-/// Lists the jobs of a table: the one named, or every job under `_ingest/`.
-fn jobs(table: &Path, job: Option<&str>) -> Result<Vec<String>> {
-    if let Some(job) = job {
-        return Ok(vec![job.to_string()]);
-    }
-    let dir = table.join("_ingest");
-    let mut names = Vec::new();
-    match std::fs::read_dir(&dir) {
-        Ok(entries) => {
-            for entry in entries {
-                let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
-                if entry.path().is_dir() {
-                    names.push(entry.file_name().to_string_lossy().into_owned());
-                }
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
-    }
-    names.sort();
-    Ok(names)
-}
-
 /// Prints the status of the table's jobs on stdout.
+///
+/// A path that holds no table is an error (exit 1), not an empty listing: a typo in a
+/// script's path must not read as "all is well".
 pub fn print(common: &Common, job: Option<&str>) -> Result<()> {
-    let statuses = jobs(&common.table, job)?
+    let table = &common.table;
+    if !table.is_dir() {
+        anyhow::bail!(
+            "no table at {}: nothing was ever loaded there",
+            table.display()
+        );
+    }
+    if !table.join("_ingest").is_dir() {
+        anyhow::bail!(
+            "{} is not an ingest table: it has no _ingest/ directory",
+            table.display()
+        );
+    }
+    let jobs = match job {
+        Some(job) => vec![job.to_string()],
+        None => crate::table::jobs(table)?,
+    };
+    let statuses = jobs
         .iter()
         .map(|job| job_status(&JobLayout::new(&common.table, job)))
         .collect::<Result<Vec<_>>>()?;

@@ -15,6 +15,8 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::{Context, Result};
+
 /// The paths of one job inside one table.
 #[derive(Debug, Clone)]
 pub struct JobLayout {
@@ -72,6 +74,26 @@ impl JobLayout {
     pub fn in_table(&self, rel: &str) -> PathBuf {
         self.table.join(rel)
     }
+}
+
+/// The jobs of a table: every directory under `_ingest/`, sorted.
+pub fn jobs(table: &Path) -> Result<Vec<String>> {
+    let dir = table.join("_ingest");
+    let mut names = Vec::new();
+    match std::fs::read_dir(&dir) {
+        Ok(entries) => {
+            for entry in entries {
+                let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+                if entry.path().is_dir() {
+                    names.push(entry.file_name().to_string_lossy().into_owned());
+                }
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    }
+    names.sort();
+    Ok(names)
 }
 
 /// The directory name of a checkpoint's staging area.

@@ -79,3 +79,128 @@ fn two_jobs_load_one_table_at_once_and_both_land_completely() {
         w.path("t/_ingest/alpha/manifest").exists() && w.path("t/_ingest/beta/manifest").exists()
     );
 }
+
+/// Issue 13.4: a job-file run names its job; `--recover` without `--job` said "nothing
+/// to recover" (it looked at the job `default` only) while `--status` showed the run
+/// interrupted.
+#[test]
+fn recover_without_job_finishes_a_killed_job_file_run() {
+    let w = Workdir::new();
+    let orders = w.fixture("orders");
+    w.write(
+        "nightly.toml",
+        "job = \"nightly\"\ninputs = [\"orders\"]\npartition_by = [\"dt\"]\ncheckpoint_rows = 100\n",
+    );
+    let out = w.run_failing(
+        "checkpoint.complete.after:2",
+        &["--config", "nightly.toml", "-t", "t"],
+    );
+    assert!(crashed(&out), "{}", stderr(&out));
+    let status = w.run(&["--config", "nightly.toml", "-t", "t", "--status"]);
+    assert_code(&status, 0);
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains("job nightly: interrupted"),
+        "{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+    let out = w.run(&["-t", "t", "--recover"]);
+    assert_code(&out, 0);
+    assert!(
+        !stderr(&out).contains("nothing to recover") && stderr(&out).contains("recovered"),
+        "{}",
+        stderr(&out)
+    );
+    assert_same_rows(table_rows(&w.path("t")), input_rows(&[orders]), "recovered");
+    let again = w.run(&["--config", "nightly.toml", "-t", "t", "--recover"]);
+    assert_code(&again, 0);
+    assert!(
+        stderr(&again).contains("nothing to recover"),
+        "{}",
+        stderr(&again)
+    );
+}
+
+/// Issue 13.4: without `--job`, every interrupted job is finished, each with its summary.
+#[test]
+fn recover_without_job_finishes_every_interrupted_job() {
+    let w = Workdir::new();
+    let orders = w.fixture("orders");
+    for job in ["alpha", "beta"] {
+        let out = w.run_failing(
+            "commit.mid:2",
+            &[
+                "-t",
+                "t",
+                "--job",
+                job,
+                "--checkpoint-rows",
+                "100",
+                "orders",
+            ],
+        );
+        assert!(crashed(&out), "{job}: {}", stderr(&out));
+    }
+    let out = w.run(&["-t", "t", "--recover", "--json"]);
+    assert_code(&out, 0);
+    let summaries: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let jobs: Vec<&str> = summaries
+        .iter()
+        .map(|s| s["job"].as_str().unwrap())
+        .collect();
+    assert_eq!(jobs, ["alpha", "beta"]);
+    assert!(summaries.iter().all(|s| s["outcome"] == "recovered"));
+    let mut expected = input_rows(std::slice::from_ref(&orders));
+    expected.extend(input_rows(&[orders]));
+    assert_same_rows(table_rows(&w.path("t")), expected, "two jobs recovered");
+    let again = w.run(&["-t", "t", "--recover"]);
+    assert!(
+        stderr(&again).contains("nothing to recover"),
+        "{}",
+        stderr(&again)
+    );
+}
+
+/// Issue 13.4: `--status` on a typo'd path printed "no ingest job has run" and exited 0.
+#[test]
+fn status_of_a_path_that_holds_no_table_exits_1() {
+    let w = Workdir::new();
+    let out = w.run(&["-t", "nowhere", "--status"]);
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("no table at nowhere"),
+        "{}",
+        stderr(&out)
+    );
+    w.write("plain/readme.txt", "not a table");
+    let out = w.run(&["-t", "plain", "--status"]);
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("is not an ingest table"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Issue 13.4: a load refused by its checks left `TABLE/_ingest/JOB/lock` behind (and
+/// so a table that `--status` reported as existing).
+#[test]
+fn a_load_refused_before_it_starts_leaves_no_lock_behind() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let out = w.run(&["-t", "t", "-p", "region", "orders"]);
+    assert_code(&out, 1);
+    assert!(
+        !w.path("t").exists(),
+        "the refused load left {:?}",
+        walk(&w.path("t"))
+    );
+    // Beside an existing job, only the new job's directory goes.
+    assert_code(&w.run(&["-t", "t", "--job", "first", "orders"]), 0);
+    let out = w.run(&["-t", "t", "--job", "second", "-p", "region", "orders"]);
+    assert_code(&out, 1);
+    assert!(!w.path("t/_ingest/second").exists());
+    assert!(w.path("t/_ingest/first/manifest").exists());
+}

@@ -196,7 +196,8 @@ pub fn dedupe(rows: Vec<Row>, key: &str) -> Vec<Row> {
         .collect()
 }
 
-fn walk(dir: &Path) -> Vec<PathBuf> {
+/// Every file under `dir`, recursively, sorted.
+pub fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
