@@ -216,6 +216,21 @@ check("pipeline: duckdb reads the data rows and none of the rejects", got[0], da
 check("pipeline: order ids stay unique after dedupe", got[1], data_rows)
 check("pipeline: some rows were set aside as rejects", reject_rows > 0, True)
 
+# 4. A table evolved on purpose (--evolve add-columns): DuckDB reads old and new files
+#    as one table with union_by_name, the old rows' new column as NULL.
+evolved = os.path.join(work, "evolved")
+ingest("--target", evolved, "--quiet", "-p", "dt", os.path.join(ROOT, "fixtures", "orders"))
+extra_dir = os.path.join(work, "evolved-input")
+os.makedirs(extra_dir, exist_ok=True)
+with open(os.path.join(extra_dir, "2026-11-29.csv"), "w", newline="") as fh:
+    fh.write("order_id,dt,ts,customer,email,country,amount,currency,note,channel\n"
+             "99001,2026-11-29,2026-11-29T10:00:00Z,c,e,DE,1.00,EUR,,web\n")
+ingest("--target", evolved, "--quiet", "-p", "dt", "--evolve", "add-columns", extra_dir)
+old_rows = sum(len(rows_of(p)) for p in glob.glob(os.path.join(ROOT, "fixtures", "orders", "*")))
+got = duckdb.sql(f"SELECT count(*), count(channel) FROM read_csv('{evolved}/**/*.csv', "
+                 f"hive_partitioning=true, union_by_name=true)").fetchall()[0]
+check("evolved table: every row, the new column only on the new one", got, (old_rows + 1, 1))
+
 if failures:
     print("\n".join(["FAILED " + f for f in failures]))
     sys.exit(1)

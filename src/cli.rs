@@ -88,6 +88,11 @@ pub struct Cli {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub checkpoint_rows: Option<u64>,
 
+    /// Let this load add columns after the table's recorded ones (`add-columns`); files
+    /// already in the table read them as null [default: never]
+    #[arg(long, value_name = "POLICY")]
+    pub evolve: Option<crate::contract::Evolve>,
+
     /// A job file (TOML): inputs, target, partitioning, schema, stages, error policy
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -191,7 +196,7 @@ pub struct Cli {
 }
 
 /// Flags that only make sense for a load.
-const LOAD_ONLY: [&str; 21] = [
+const LOAD_ONLY: [&str; 22] = [
     "compression",
     "mode",
     "target_file_size",
@@ -203,6 +208,7 @@ const LOAD_ONLY: [&str; 21] = [
     "checkpoint_rows",
     "dedupe_key",
     "dry_run",
+    "evolve",
     "infer_schema",
     "null_markers",
     "trim",

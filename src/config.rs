@@ -51,6 +51,8 @@ pub struct LoadConfig {
     pub inputs: Vec<PathBuf>,
     pub reload: bool,
     pub dry_run: bool,
+    /// How this load may change the table's contract.
+    pub evolve: crate::contract::Evolve,
     pub options: RunOptions,
 }
 
@@ -277,6 +279,7 @@ impl Command {
             inputs,
             reload: cli.reload,
             dry_run: cli.dry_run,
+            evolve: cli.evolve.or(file.evolve).unwrap_or_default(),
             options: RunOptions {
                 delimiter,
                 partition_by,

@@ -331,6 +331,24 @@ pub fn try_lock(path: &Path, note: &str) -> std::result::Result<File, LockError>
     Ok(file)
 }
 
+/// Takes an exclusive OS lock on `path`, waiting at most 30 s for a holder that keeps it
+/// only for a moment (the table contract's check); fails after that rather than hang.
+pub fn lock_wait(path: &Path) -> Result<File> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match try_lock(path, "") {
+            Ok(file) => return Ok(file),
+            Err(LockError::Held(_)) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(LockError::Held(holder)) => {
+                anyhow::bail!("{} stayed locked for 30 s ({holder})", path.display())
+            }
+            Err(LockError::Other(e)) => return Err(e),
+        }
+    }
+}
+
 /// Raises the soft limit on open files to the hard limit, as databases do: a checkpoint
 /// keeps one staged file open per partition it touches.
 pub fn raise_open_file_limit() {

@@ -123,6 +123,8 @@ pub struct JobFile {
     pub compression: Option<crate::sink::encode::Compression>,
     pub target_file_size: Option<String>,
     pub mode: Option<crate::cli::Mode>,
+    /// How the load may change the table's contract (`add-columns`).
+    pub evolve: Option<crate::contract::Evolve>,
     #[serde(default)]
     pub dedupe_key: Vec<String>,
     pub schema: Option<SchemaSpec>,

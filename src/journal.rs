@@ -72,6 +72,10 @@ pub struct RunStarted {
     pub started_at: String,
     pub options: RunOptions,
     pub inputs: Vec<Fingerprint>,
+    /// This run recorded the table's contract (the table had none): `--abort` removes
+    /// it again when the table is left without data.
+    #[serde(default)]
+    pub contract_recorded: bool,
 }
 
 /// Everything a completed checkpoint promises, enough to commit it from the journal alone.

@@ -30,6 +30,7 @@ pub mod canonical;
 pub mod checkpoint;
 pub mod cli;
 pub mod config;
+pub mod contract;
 pub mod exit;
 pub mod expr;
 pub mod failpoint;

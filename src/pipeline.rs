@@ -104,8 +104,9 @@ fn sink_for(spec: &Spec, schema: &Schema, first_checkpoint: u64) -> Result<Table
     )
 }
 
-/// Checks that the options fit the columns, before anything is journaled.
-pub fn validate(layout: &JobLayout, run: &RunStarted, columns: &[String]) -> Result<()> {
+/// Checks that the options fit the columns, before anything is journaled; returns the
+/// schema the sink would receive (the table contract's columns).
+pub fn validate(layout: &JobLayout, run: &RunStarted, columns: &[String]) -> Result<Schema> {
     let spec = Spec {
         layout,
         run,
@@ -118,7 +119,7 @@ pub fn validate(layout: &JobLayout, run: &RunStarted, columns: &[String]) -> Res
     };
     let (_, schema) = build_stages(&spec)?;
     sink_for(&spec, &schema, 1)?;
-    Ok(())
+    Ok(schema)
 }
 
 /// Runs the pipeline to the final checkpoint, committing each checkpoint as it completes.

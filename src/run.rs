@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::cli::Mode;
 use crate::config::{Common, LoadConfig};
+use crate::contract::{self, Contract, Settled};
 use crate::exit::{LockHeld, Stopped};
 use crate::failpoint;
 use crate::fsutil::{self, LockError};
@@ -224,15 +225,33 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         let first = schema.stages_for(&columns)?;
         options.stages.splice(0..0, first);
     }
-    let run = RunStarted {
+    let mut run = RunStarted {
         run_id: new_run_id(),
         started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
         options,
         inputs: plan.new,
+        contract_recorded: false,
     };
-    pipeline::validate(&layout, &run, &columns)?;
+    let schema = pipeline::validate(&layout, &run, &columns)?;
     if run.options.mode == Mode::OverwritePartitions {
         overwrite::check_supported(&layout)?;
+    }
+    // Last of the checks, since it may record the contract: before the journal exists
+    // and before a row is read.
+    let proposed = Contract::of(&schema, &run.options);
+    let settled = contract::settle(
+        &common.table,
+        &proposed,
+        cfg.evolve,
+        &common.job,
+        &run.run_id,
+    )?;
+    run.contract_recorded = settled == Settled::Recorded;
+    if settled == Settled::Evolved {
+        messages.note(&format!(
+            "the table's contract now has the columns {}",
+            schema.names().join(", ")
+        ));
     }
     if let Some(signal) = signals::requested() {
         return Err(Stopped {

@@ -3,6 +3,7 @@
 
 mod util;
 
+mod contract;
 mod crash;
 mod csv_edges;
 mod durability;

@@ -1,0 +1,307 @@
+//! The table contract: what every data file of a table agrees on, so that a reader can
+//! read the table as one (DuckDB, Spark and Trino fail on the whole table when one file
+//! has other columns or another format).
+//!
+//! The first load of a table records it in `TABLE/_ingest/contract.json`: the columns
+//! the sink receives (names and types, partition columns included), the output format
+//! and compression, the partition columns, and the delimiter of CSV output. Every later
+//! load, of any job, compares its own contract with the recorded one after its options
+//! are checked and before its journal exists, so a mismatch fails before a row is read,
+//! with both sides shown.
+//!
+//! # Evolving a table on purpose
+//! With `--evolve add-columns` a load may add columns after the recorded ones (the
+//! recorded ones unchanged, in order and type); the contract then grows to the load's
+//! columns. Older files lack the new columns, which readers fill with nulls: Parquet
+//! readers by name, DuckDB's CSV reader with `union_by_name=true`. Nothing else evolves:
+//! another format, compression, delimiter or partitioning is another table.
+//!
+//! Durability: the contract is written like every state file (temporary file, fsync,
+//! rename, fsync of `_ingest/`), under a table-wide lock (`_ingest/contract.lock`) so
+//! that two jobs' first loads, or two evolutions, cannot both win.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::cli::Format;
+use crate::config::RunOptions;
+use crate::fsutil;
+use crate::schema::{Column, Schema};
+use crate::sink::encode::Compression;
+
+const VERSION: u32 = 1;
+
+/// How a load may change the recorded contract.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Evolve {
+    /// The load must match the contract exactly
+    #[default]
+    Never,
+    /// The load may add columns after the recorded ones (older files read them as null)
+    AddColumns,
+}
+
+/// What every data file of the table agrees on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Contract {
+    /// The columns of every row, partition columns included, in order.
+    pub columns: Vec<Column>,
+    pub partition_by: Vec<String>,
+    pub format: Format,
+    pub compression: Compression,
+    /// The field delimiter of CSV output files; `None` for other formats.
+    pub csv_delimiter: Option<char>,
+}
+
+impl Contract {
+    /// The contract a load with these options and this sink schema would write.
+    pub fn of(schema: &Schema, options: &RunOptions) -> Contract {
+        Contract {
+            columns: schema.columns.clone(),
+            partition_by: options.partition_by.clone(),
+            format: options.format,
+            compression: options.compression,
+            csv_delimiter: (options.format == Format::Csv).then_some(','),
+        }
+    }
+
+    fn describe(&self) -> String {
+        let mut text = format!(
+            "{}, compression {}",
+            name(&self.format),
+            name(&self.compression)
+        );
+        if let Some(d) = self.csv_delimiter {
+            let _ = write!(text, ", delimiter {d:?}");
+        }
+        let _ = write!(
+            text,
+            ", partitioned by [{}], columns: {}",
+            self.partition_by.join(", "),
+            self.columns
+                .iter()
+                .map(|c| format!("{} {}", c.name, c.ty))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        text
+    }
+}
+
+/// An option's name as users write it (`csv`, `zstd`): its serde name.
+fn name<T: Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => "?".to_string(),
+    }
+}
+
+/// The contract as stored, with who recorded it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Stored {
+    version: u32,
+    contract: Contract,
+    recorded_by: Recorded,
+}
+
+/// Who recorded (or last evolved) the contract.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Recorded {
+    job: String,
+    run_id: String,
+}
+
+/// The contract file of a table.
+pub fn path(table: &Path) -> PathBuf {
+    table.join("_ingest").join("contract.json")
+}
+
+/// The recorded contract of a table, if it has one.
+pub fn load(table: &Path) -> Result<Option<Contract>> {
+    Ok(load_stored(table)?.map(|s| s.contract))
+}
+
+fn load_stored(table: &Path) -> Result<Option<Stored>> {
+    let file = path(table);
+    let bytes = match std::fs::read(&file) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
+    };
+    let stored: Stored = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is damaged; restore it from a backup", file.display()))?;
+    if stored.version != VERSION {
+        bail!(
+            "{} has version {}, this ingest reads version {VERSION}",
+            file.display(),
+            stored.version
+        );
+    }
+    Ok(Some(stored))
+}
+
+/// What [`settle`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// The table had no contract: this load's is now recorded.
+    Recorded,
+    /// The load matches the recorded contract.
+    Matches,
+    /// The load added columns (`--evolve add-columns`); the contract grew.
+    Evolved,
+}
+
+/// Checks a load's contract against the table's, recording it if the table has none (or
+/// evolving it as `evolve` allows); fails, showing both sides, when they disagree.
+pub fn settle(
+    table: &Path,
+    proposed: &Contract,
+    evolve: Evolve,
+    job: &str,
+    run_id: &str,
+) -> Result<Settled> {
+    let ingest = table.join("_ingest");
+    let _lock = fsutil::lock_wait(&ingest.join("contract.lock"))?;
+    // Settled before it is relied on, like the journal (checkpoint.rs, failure case 6).
+    fsutil::settle(&path(table))?;
+    let write = |contract: &Contract| -> Result<()> {
+        let stored = Stored {
+            version: VERSION,
+            contract: contract.clone(),
+            recorded_by: Recorded {
+                job: job.to_string(),
+                run_id: run_id.to_string(),
+            },
+        };
+        let mut bytes = serde_json::to_vec_pretty(&stored)?;
+        bytes.push(b'\n');
+        fsutil::write_atomic(&path(table), &bytes)
+    };
+    let Some(stored) = load_stored(table)? else {
+        write(proposed)?;
+        return Ok(Settled::Recorded);
+    };
+    let recorded = &stored.contract;
+    if recorded == proposed {
+        return Ok(Settled::Matches);
+    }
+    let mut differences = Vec::new();
+    if recorded.format != proposed.format {
+        differences.push(format!(
+            "format: the table is {}, this load writes {}",
+            name(&recorded.format),
+            name(&proposed.format)
+        ));
+    }
+    if recorded.compression != proposed.compression {
+        differences.push(format!(
+            "compression: the table's files use {}, this load's {}",
+            name(&recorded.compression),
+            name(&proposed.compression)
+        ));
+    }
+    if recorded.csv_delimiter != proposed.csv_delimiter && recorded.format == proposed.format {
+        differences.push("CSV delimiter differs".to_string());
+    }
+    if recorded.partition_by != proposed.partition_by {
+        differences.push(format!(
+            "partitioning: the table is partitioned by [{}], this load by [{}]",
+            recorded.partition_by.join(", "),
+            proposed.partition_by.join(", ")
+        ));
+    }
+    let (old, new) = (&recorded.columns, &proposed.columns);
+    let prefix = new.len() > old.len() && new[..old.len()] == old[..];
+    if old != new {
+        if prefix && evolve == Evolve::AddColumns && differences.is_empty() {
+            write(proposed)?;
+            return Ok(Settled::Evolved);
+        }
+        if prefix {
+            let added: Vec<String> = new[old.len()..]
+                .iter()
+                .map(|c| format!("{} {}", c.name, c.ty))
+                .collect();
+            differences.push(format!(
+                "columns: this load adds {} after the table's columns; pass --evolve \
+                 add-columns to add them (files already in the table read them as null)",
+                added.join(", ")
+            ));
+        } else {
+            differences.extend(column_differences(old, new));
+        }
+    }
+    bail!(
+        "this load does not fit table {}'s contract ({}, recorded by job {:?}, run {}):\n  \
+         table:     {}\n  this load: {}\n{}\nload into another table, or change the load \
+         (a cast, a rename, a drop) to match",
+        table.display(),
+        path(table).display(),
+        stored.recorded_by.job,
+        stored.recorded_by.run_id,
+        recorded.describe(),
+        proposed.describe(),
+        differences
+            .iter()
+            .map(|d| format!("  - {d}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    )
+}
+
+/// The differences between two column lists, by name: missing, added, retyped, moved.
+fn column_differences(old: &[Column], new: &[Column]) -> Vec<String> {
+    let find = |cols: &[Column], name: &str| cols.iter().find(|c| c.name == name).cloned();
+    let list = |cols: Vec<&Column>| {
+        cols.iter()
+            .map(|c| format!("{} {}", c.name, c.ty))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = Vec::new();
+    let missing: Vec<&Column> = old
+        .iter()
+        .filter(|c| find(new, &c.name).is_none())
+        .collect();
+    if !missing.is_empty() {
+        out.push(format!("columns: this load lacks {}", list(missing)));
+    }
+    let added: Vec<&Column> = new
+        .iter()
+        .filter(|c| find(old, &c.name).is_none())
+        .collect();
+    if !added.is_empty() {
+        out.push(format!(
+            "columns: this load adds {} (a load may add columns only after the table's, with \
+             --evolve add-columns)",
+            list(added)
+        ));
+    }
+    for c in old {
+        if let Some(n) = find(new, &c.name).filter(|n| n.ty != c.ty) {
+            out.push(format!(
+                "column {}: the table has {}, this load has {}",
+                c.name, c.ty, n.ty
+            ));
+        }
+    }
+    let order = |cols: &[Column], other: &[Column]| -> Vec<String> {
+        cols.iter()
+            .filter(|c| find(other, &c.name).is_some())
+            .map(|c| c.name.clone())
+            .collect()
+    };
+    let (old_order, new_order) = (order(old, new), order(new, old));
+    if old_order != new_order {
+        out.push(format!(
+            "columns are in another order: the table has {}, this load {}",
+            old_order.join(", "),
+            new_order.join(", ")
+        ));
+    }
+    out
+}
