@@ -27,7 +27,7 @@ pub struct Cli {
 
     /// Input files or directories (walked recursively in sorted order, hidden entries skipped)
     #[arg(value_name = "INPUT",
-        required_unless_present_any = ["recover", "status", "list_fail_points", "completions", "config"])]
+        required_unless_present_any = ["recover", "status", "abort", "list_fail_points", "completions", "config"])]
     pub inputs: Vec<PathBuf>,
 
     /// Finish an interrupted run: commit completed checkpoints, discard the rest, resume
@@ -35,9 +35,15 @@ pub struct Cli {
     #[arg(long, conflicts_with_all = LOAD_ONLY)]
     pub recover: bool,
 
-    /// Show each job's last run, its checkpoints and inputs, and what --recover would do
+    /// Show each job's last run, its checkpoints and inputs, and what --recover and
+    /// --abort would do
     #[arg(long, conflicts_with_all = LOAD_ONLY, conflicts_with = "recover")]
     pub status: bool,
+
+    /// Undo an interrupted run as if it had never started: remove what it published and
+    /// staged; its inputs count as not loaded
+    #[arg(long, conflicts_with_all = LOAD_ONLY, conflicts_with_all = ["recover", "status"])]
+    pub abort: bool,
 
     /// List what a load would do (new, already loaded, changed inputs) and write nothing
     #[arg(long)]

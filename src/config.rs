@@ -26,6 +26,8 @@ pub enum Command {
     /// Finish the interrupted run of the job named, or of every interrupted job when
     /// `None`; `max_errors` overrides the journaled limit.
     Recover(Common, Option<u64>, Option<String>),
+    /// Undo the interrupted run of the job named, or of the one interrupted job.
+    Abort(Common, Option<String>),
     /// Describe the table's jobs; `None` for every job.
     Status(Common, Option<String>),
     /// Print a `[schema]` inferred from the inputs.
@@ -217,6 +219,9 @@ impl Command {
         };
         if cli.status {
             return Ok(Command::Status(common, job));
+        }
+        if cli.abort {
+            return Ok(Command::Abort(common, job));
         }
         if cli.recover {
             return Ok(Command::Recover(common, cli.max_errors, job));

@@ -31,6 +31,10 @@ pub const POINTS: &[&str] = &[
     "run.finished.before",
     "run.finished.after",
     "manifest.fold.after",
+    "abort.started.after",
+    "abort.remove.mid",
+    "abort.removed.after",
+    "abort.finished.after",
 ];
 
 struct Armed {

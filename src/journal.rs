@@ -53,6 +53,12 @@ pub enum Record {
     Exchanged,
     /// The last checkpoint is committed; nothing is left to recover.
     RunFinished { rows_written: u64 },
+    /// `--abort`: the run is being undone; from here on it is never resumed, and
+    /// `--abort` or `--recover` finish undoing it (`abort.rs`).
+    Aborting,
+    /// Everything the run published or staged is removed: the run is over, as if it had
+    /// never started; none of its inputs is loaded.
+    Aborted,
 }
 
 /// One partition of an overwrite's exchange.
@@ -108,7 +114,12 @@ pub struct RunLog {
     /// Overwrite mode: the journaled exchange, once assembled.
     pub exchange: Option<Vec<Swap>>,
     pub exchanged: bool,
+    /// Over: finished (`RunFinished`) or undone (`Aborted`).
     pub finished: bool,
+    /// `Aborting` is journaled: the run is being undone.
+    pub aborting: bool,
+    /// `Aborted` is journaled (then `finished` too): nothing of the run remains.
+    pub aborted: bool,
 }
 
 impl RunLog {
@@ -129,6 +140,8 @@ impl RunLog {
             exchange: None,
             exchanged: false,
             finished: false,
+            aborting: false,
+            aborted: false,
         };
         for record in records {
             match record {
@@ -140,6 +153,11 @@ impl RunLog {
                 Record::Exchange { partitions } => log.exchange = Some(partitions),
                 Record::Exchanged => log.exchanged = true,
                 Record::RunFinished { .. } => log.finished = true,
+                Record::Aborting => log.aborting = true,
+                Record::Aborted => {
+                    log.aborted = true;
+                    log.finished = true;
+                }
             }
         }
         Ok(Some(log))

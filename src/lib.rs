@@ -25,6 +25,7 @@
 //!   codes), [`report`] (summaries), [`progress`] (the bar), [`signals`] (stop at a
 //!   checkpoint boundary), [`status`] (`--status`).
 
+pub mod abort;
 pub mod batch;
 pub mod canonical;
 pub mod checkpoint;
@@ -96,6 +97,16 @@ pub fn execute(command: Command) -> Result<Option<(Vec<Summary>, bool, Messages)
         Command::InferSchema { inputs, delimiter } => {
             print!("{}", infer::infer(&inputs, delimiter)?);
             Ok(None)
+        }
+        Command::Abort(common, job) => {
+            let messages = Messages {
+                quiet: common.quiet,
+            };
+            let summary = match job {
+                Some(_) => abort::abort(&common, messages)?,
+                None => abort::abort_the_interrupted_job(&common, messages)?,
+            };
+            Ok(Some((vec![summary], common.json, messages)))
         }
         Command::Recover(common, max_errors, job) => {
             let messages = Messages {

@@ -126,9 +126,10 @@ impl Manifest {
         Ok(Status::Changed(entry.clone()))
     }
 
-    /// Adds a finished run's loaded inputs and rewrites the manifest atomically.
+    /// Adds a finished run's loaded inputs and rewrites the manifest atomically. An
+    /// aborted run loaded nothing: the manifest stays as it is.
     pub fn fold(&mut self, path: &Path, log: &RunLog) -> Result<()> {
-        if self.header.folded_run.as_deref() == Some(log.started.run_id.as_str()) {
+        if self.header.folded_run.as_deref() == Some(log.started.run_id.as_str()) || log.aborted {
             return Ok(());
         }
         for checkpoint in &log.checkpoints {

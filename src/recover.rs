@@ -130,6 +130,14 @@ pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> 
             replay.file_len - replay.valid_len
         ));
     }
+    if log.aborting {
+        // An abort that a crash cut short: the run is never resumed; finish undoing it.
+        messages.note(&format!(
+            "run {} was being aborted; finishing the abort",
+            log.started.run_id
+        ));
+        return crate::abort::undo(&layout, &log, replay.valid_len, messages, started);
+    }
     let mut journal = Journal::open_append(&layout.journal(), replay.valid_len)?;
     let run_id = log.started.run_id.clone();
 
@@ -155,8 +163,9 @@ pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> 
                 _ => bail!(
                     "input {} changed since the interrupted run {run_id} began (or is gone); \
                      recovery would load rows that do not match what was committed. Restore \
-                     the original file to finish the run",
-                    recorded.path
+                     the original file to finish the run, or undo the run with `{}`",
+                    recorded.path,
+                    run::abort_command(common)
                 ),
             }
         }

@@ -27,7 +27,8 @@ impl Messages {
 /// What a command did; `--json` prints it as one object.
 #[derive(Debug, Default, Serialize)]
 pub struct Summary {
-    /// `loaded`, `nothing-to-load`, `recovered`, `nothing-to-recover` or `dry-run`.
+    /// `loaded`, `nothing-to-load`, `recovered`, `nothing-to-recover`, `aborted`,
+    /// `nothing-to-abort` or `dry-run`.
     pub outcome: &'static str,
     pub job: String,
     pub run_id: Option<String>,
@@ -103,6 +104,15 @@ impl Summary {
         match self.outcome {
             "nothing-to-load" => format!("nothing to load: {} input(s) already loaded", self.inputs_skipped),
             "nothing-to-recover" => "nothing to recover".to_string(),
+            "nothing-to-abort" => "nothing to abort: no run is interrupted".to_string(),
+            "aborted" => format!(
+                "aborted run {} of job {}: removed {} published file(s) with {} row(s) and its \
+                 staging; its inputs count as not loaded",
+                self.run_id.as_deref().unwrap_or("?"),
+                self.job,
+                self.files_written,
+                self.rows_written
+            ),
             "dry-run" => format!(
                 "dry run: {} new input(s) would be loaded, {} already loaded, {} changed; nothing was written",
                 self.inputs_loaded, self.inputs_skipped, self.inputs_changed

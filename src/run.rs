@@ -56,25 +56,55 @@ pub fn lock_job(layout: &JobLayout, wait: Option<Duration>) -> Result<File> {
 
 /// The error for a load that would start over an interrupted run.
 pub fn interrupted_error(common: &Common, log: &RunLog) -> anyhow::Error {
+    if log.aborting {
+        return anyhow::anyhow!(
+            "job {:?} has a run {} whose abort was cut short; finish it first with: {}",
+            common.job,
+            log.started.run_id,
+            abort_command(common)
+        );
+    }
     anyhow::anyhow!(
         "job {:?} has an interrupted run {} (started {}, {} checkpoint(s) completed); finish it \
-         first with: {}",
+         first with: {}, or undo it with: {}",
         common.job,
         log.started.run_id,
         log.started.started_at,
         log.checkpoints.len(),
-        recover_command(common)
+        recover_command(common),
+        abort_command(common)
     )
 }
 
 /// The command line that finishes this job's interrupted run.
 pub fn recover_command(common: &Common) -> String {
-    let job = if common.job == "default" {
+    recover_command_for(&common.table, &common.job)
+}
+
+/// The command line that finishes job `job`'s interrupted run in `table`.
+pub fn recover_command_for(table: &std::path::Path, job: &str) -> String {
+    format!(
+        "ingest --target {}{} --recover",
+        table.display(),
+        job_flag(job)
+    )
+}
+
+/// The command line that undoes this job's interrupted run.
+pub fn abort_command(common: &Common) -> String {
+    format!(
+        "ingest --target {}{} --abort",
+        common.table.display(),
+        job_flag(&common.job)
+    )
+}
+
+fn job_flag(job: &str) -> String {
+    if job == "default" {
         String::new()
     } else {
-        format!(" --job {}", common.job)
-    };
-    format!("ingest --target {}{job} --recover", common.table.display())
+        format!(" --job {job}")
+    }
 }
 
 /// A run id: UTC start time plus random bits, unique per job.
@@ -377,7 +407,11 @@ pub fn stopped(err: anyhow::Error, common: &Common, layout: &JobLayout) -> anyho
         }
         .into();
     }
-    anyhow::anyhow!("{err:#}\nthe run stopped; {what} once the cause is fixed")
+    anyhow::anyhow!(
+        "{err:#}\nthe run stopped; {what} once the cause is fixed, or `{}` undoes it as if it \
+         had never started",
+        abort_command(common)
+    )
 }
 
 /// Journals the end of the run, folds its inputs into the manifest, removes its state.

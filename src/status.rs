@@ -32,6 +32,9 @@ pub struct JobStatus {
     pub inputs_loaded: u64,
     /// What `--recover` would do, step by step; empty when there is nothing to recover.
     pub recover_would: Vec<String>,
+    /// What `--abort` would do (the files it would remove, each named); empty when there
+    /// is nothing to abort.
+    pub abort_would: Vec<String>,
 }
 
 /// Who holds the job's lock, if anyone (a shared lock probe: it never waits).
@@ -67,6 +70,7 @@ fn job_status(layout: &JobLayout) -> Result<JobStatus> {
         run_inputs_done: 0,
         inputs_loaded: manifest.len() as u64,
         recover_would: Vec::new(),
+        abort_would: Vec::new(),
     };
     let Some(log) = replay.log else {
         return Ok(status);
@@ -94,7 +98,12 @@ fn job_status(layout: &JobLayout) -> Result<JobStatus> {
         .map(|c| c.inputs_done.len() as u64)
         .sum();
     if status.state == "interrupted" {
-        status.recover_would = recovery_plan(&log, replay.file_len - replay.valid_len);
+        status.recover_would = if log.aborting {
+            vec!["finish the abort that a crash cut short (as --abort would)".into()]
+        } else {
+            recovery_plan(&log, replay.file_len - replay.valid_len)
+        };
+        status.abort_would = crate::abort::plan(layout, &log)?.describe();
     }
     Ok(status)
 }
@@ -222,6 +231,15 @@ pub fn print(common: &Common, job: Option<&str>) -> Result<()> {
             writeln!(out, "  --recover would:")?;
             for step in &s.recover_would {
                 writeln!(out, "    - {step}")?;
+            }
+        }
+        if !s.abort_would.is_empty() {
+            writeln!(out, "  --abort would:")?;
+            for step in &s.abort_would {
+                match step.strip_prefix("  ") {
+                    Some(file) => writeln!(out, "        {file}")?,
+                    None => writeln!(out, "    - {step}")?,
+                }
             }
         }
     }

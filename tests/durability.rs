@@ -33,7 +33,8 @@ enum Call {
         exchange: bool,
     },
     Mkdir(String),
-    /// `unlinkat(dirfd, name)`: the directory's path (strace -y) joined with the name.
+    /// `unlinkat(dirfd, name)`: the directory's path (strace -y) joined with the name;
+    /// `unlink(path)` and `rmdir(path)`: the path.
     Unlink(String),
 }
 
@@ -114,6 +115,8 @@ fn parse(trace: &str) -> Vec<Event> {
             })
         } else if text.starts_with("mkdir(") || text.starts_with("mkdirat(") {
             quoted(&text).into_iter().next().map(Call::Mkdir)
+        } else if text.starts_with("unlink(") || text.starts_with("rmdir(") {
+            quoted(&text).into_iter().next().map(Call::Unlink)
         } else if text.starts_with("unlinkat(") {
             let name = quoted(&text).into_iter().next();
             fd_path(&text)
@@ -157,7 +160,7 @@ fn strace(w: &Workdir, args: &[&str], env: Option<(&str, &str)>) -> String {
     cmd.args(["-f", "-y", "-s", "64", "-o"]).arg(&trace);
     cmd.args([
         "-e",
-        "trace=fsync,fdatasync,write,rename,renameat,renameat2,mkdir,mkdirat,unlinkat",
+        "trace=fsync,fdatasync,write,rename,renameat,renameat2,mkdir,mkdirat,unlink,unlinkat,rmdir",
     ]);
     cmd.arg(bin()).args(args).current_dir(w.dir.path());
     for (key, _) in std::env::vars_os() {
@@ -787,4 +790,73 @@ fn recovery_after_an_unsynced_mkdir_fsyncs_every_directory_it_relies_on() {
         );
     }
     assert!(crashes >= 3, "only {crashes} crashes");
+}
+
+/// `--abort` (issue 13.2): nothing of the table is removed before `Aborting` is durable
+/// (else a power cut could leave a run that resumes over a hole), and every directory
+/// that lost an entry is fsynced before `Aborted` is written (else a power cut after it
+/// could bring the run's rows back, uncounted).
+#[test]
+fn an_abort_journals_first_and_fsyncs_its_removals_before_it_ends() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let table = w.path("t");
+    let t = table.to_str().unwrap();
+    let load = [
+        "-t",
+        t,
+        "-p",
+        "dt,country",
+        "--checkpoint-rows",
+        "150",
+        "orders",
+    ];
+    assert!(crashed(
+        &w.run_failing("checkpoint.committed.after:3", &load)
+    ));
+    let trace = strace(&w, &["-t", t, "--abort"], None);
+    let events = parse(&trace);
+    let job = table.join("_ingest/default");
+    let journal = job.join("journal").to_str().unwrap().to_string();
+    let writes: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(&e.call, Call::Write(p) if *p == journal))
+        .collect();
+    assert_eq!(writes.len(), 2, "Aborting and Aborted");
+    let aborting = synced_after(&events, &journal, writes[0].start).expect("Aborting fsynced");
+    let aborted = writes[1].start;
+    let in_table = |p: &str| {
+        let p = Path::new(p);
+        p.starts_with(&table) && !p.starts_with(table.join("_ingest"))
+    };
+    let removed: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(&e.call, Call::Unlink(p) if in_table(p)))
+        .collect();
+    assert!(
+        removed.len() >= 3,
+        "the abort removed {} entries",
+        removed.len()
+    );
+    for e in &removed {
+        let Call::Unlink(p) = &e.call else {
+            unreachable!()
+        };
+        assert!(
+            e.start > aborting,
+            "{p} removed before Aborting was durable"
+        );
+        let dir = parent(p);
+        let dir_removed = removed
+            .iter()
+            .any(|o| matches!(&o.call, Call::Unlink(q) if *q == dir));
+        if !dir_removed {
+            let ok = synced_after(&events, &dir, e.end).is_some_and(|end| end < aborted);
+            assert!(
+                ok,
+                "{dir} not fsynced after removing {p} and before Aborted"
+            );
+        }
+    }
+    assert!(table_rows(&table).is_empty());
 }

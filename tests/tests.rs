@@ -3,6 +3,7 @@
 
 mod util;
 
+mod abort;
 mod contract;
 mod crash;
 mod csv_edges;

@@ -297,13 +297,29 @@ pub fn many_partitions(w: &Workdir) -> PathBuf {
 }
 
 /// Every fail point, as `ingest --list-fail-points` prints them.
-pub fn all_fail_points() -> Vec<String> {
+fn listed_fail_points() -> Vec<String> {
     let out = Workdir::new().run(&["--list-fail-points"]);
     assert_code(&out, 0);
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
         .map(str::to_string)
+        .collect()
+}
+
+/// Every fail point a load or a recovery can reach (all but `--abort`'s own).
+pub fn all_fail_points() -> Vec<String> {
+    listed_fail_points()
+        .into_iter()
+        .filter(|p| !p.starts_with("abort."))
+        .collect()
+}
+
+/// The fail points of `--abort`.
+pub fn abort_fail_points() -> Vec<String> {
+    listed_fail_points()
+        .into_iter()
+        .filter(|p| p.starts_with("abort."))
         .collect()
 }
 

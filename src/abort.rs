@@ -1,0 +1,285 @@
+//! `ingest --abort`: undoes an interrupted run as if it had never started.
+//!
+//! A run stopped by a bad row is otherwise a trap: once the user fixes the file,
+//! `--recover` refuses (the input changed) and a plain load refuses (a run is
+//! interrupted). Aborting removes what the run published and staged, from the journal
+//! alone, and leaves its inputs not loaded, so the next load takes them afresh.
+//!
+//! # The steps, failure case by failure case
+//! 1. Replay the journal, settled (`checkpoint.rs`, case 6). A run that is over has
+//!    nothing to abort.
+//! 2. Refuse where undoing would let readers see a mix: an overwrite whose `Exchange` is
+//!    journaled may have swapped some partitions already, and putting the old content
+//!    back is not one atomic step. `--recover` finishes such a run instead.
+//! 3. Journal `Aborting` and fsync it. *Crash after*: the run is never resumed again;
+//!    `--abort` or `--recover` repeat steps 4 to 7.
+//! 4. Remove every file the journal names at its final place (data and rejects) that has
+//!    the journaled size; a file there with another size is not the run's and is left,
+//!    with a note. Then remove the partition directories left empty, and fsync every
+//!    directory touched, so that a power cut after `Aborted` cannot bring rows back.
+//!    *Crash midway* (`abort.remove.mid`): repeating it removes what is left.
+//! 5. Remove the run's staging areas, snapshots and overwrite shadows (all named by the
+//!    run id under `_ingest/JOB/`).
+//! 6. If this run recorded the table's contract and no other job has a run, remove the
+//!    contract: the table is as it was before its first load.
+//! 7. Journal `Aborted`. The manifest never saw the run's inputs (it folds only finished
+//!    runs), so they count as not loaded. *Crash before*: as after step 3.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use crate::cli::Mode;
+use crate::config::Common;
+use crate::contract;
+use crate::failpoint;
+use crate::fsutil;
+use crate::journal::{self, Journal, Record, RunLog};
+use crate::manifest::Manifest;
+use crate::report::{Messages, Summary};
+use crate::run::{self, lock_job};
+use crate::sink::pending;
+use crate::table::JobLayout;
+
+/// What aborting a run would do.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// Why the run cannot be aborted, if it cannot.
+    pub refused: Option<String>,
+    /// Files at their final place: (table-relative path, journaled size, rows).
+    pub published: Vec<(String, u64, u64)>,
+    /// Checkpoints whose staging (and snapshots) would be discarded.
+    pub checkpoints: u64,
+    pub contract: bool,
+}
+
+impl Plan {
+    /// The steps, for `--status`.
+    pub fn describe(&self) -> Vec<String> {
+        if let Some(why) = &self.refused {
+            return vec![format!("refuse: {why}")];
+        }
+        let rows: u64 = self.published.iter().map(|(_, _, r)| r).sum();
+        let mut steps = vec![format!(
+            "remove {} published file(s) with {rows} row(s)",
+            self.published.len()
+        )];
+        steps.extend(
+            self.published
+                .iter()
+                .map(|(p, size, _)| format!("  {p} ({size} bytes)")),
+        );
+        steps.push(format!(
+            "discard the staging and snapshots of {} checkpoint(s)",
+            self.checkpoints
+        ));
+        if self.contract {
+            steps.push("remove the table contract this run recorded".into());
+        }
+        steps.push("count the run's inputs as not loaded".into());
+        steps
+    }
+}
+
+/// What aborting `log` would do, read from the journal and the table without changing
+/// anything.
+pub fn plan(layout: &JobLayout, log: &RunLog) -> Result<Plan> {
+    let mut plan = Plan::default();
+    if log.started.options.mode == Mode::OverwritePartitions
+        && log.exchange.is_some()
+        && !log.aborting
+    {
+        plan.refused = Some(format!(
+            "the run's exchange of partitions began (some may already show the new content), \
+             and undoing it would let readers see a mix of old and new; `{}` finishes it",
+            run::recover_command_for(&layout.table, &layout.job)
+        ));
+        return Ok(plan);
+    }
+    for checkpoint in &log.checkpoints {
+        for file in &checkpoint.files {
+            let dest = layout.in_table(&file.dest);
+            if fsutil::inode(&dest)?.is_some() {
+                plan.published
+                    .push((file.dest.clone(), file.size, file.rows));
+            }
+        }
+    }
+    plan.checkpoints = log.checkpoints.len() as u64;
+    plan.contract = contract_is_ours(layout, log)?;
+    Ok(plan)
+}
+
+/// The run recorded the contract and the table has no other job that ran.
+fn contract_is_ours(layout: &JobLayout, log: &RunLog) -> Result<bool> {
+    if !log.started.contract_recorded || !contract::path(&layout.table).exists() {
+        return Ok(false);
+    }
+    if !Manifest::load(&layout.manifest())?.is_empty() {
+        return Ok(false);
+    }
+    let others = crate::table::jobs(&layout.table)?
+        .into_iter()
+        .filter(|job| *job != layout.job)
+        .any(|job| JobLayout::new(&layout.table, &job).journal().exists());
+    Ok(!others)
+}
+
+/// `--abort` without `--job`: the one interrupted job of the table; several are refused,
+/// named, since undoing is not something to do to jobs one did not name.
+pub fn abort_the_interrupted_job(common: &Common, messages: Messages) -> Result<Summary> {
+    let mut interrupted = Vec::new();
+    for job in crate::table::jobs(&common.table)? {
+        let layout = JobLayout::new(&common.table, &job);
+        if journal::replay(&layout.journal())?
+            .log
+            .is_some_and(|log| !log.finished)
+        {
+            interrupted.push(job);
+        }
+    }
+    match interrupted.as_slice() {
+        [] => Ok(Summary::nothing(
+            "nothing-to-abort",
+            &common.job,
+            0,
+            std::time::Duration::ZERO,
+        )),
+        [job] => abort(
+            &Common {
+                job: job.clone(),
+                ..common.clone()
+            },
+            messages,
+        ),
+        jobs => Err(crate::exit::UsageError(format!(
+            "{} jobs of {} are interrupted ({}); name the one to undo with --job NAME",
+            jobs.len(),
+            common.table.display(),
+            jobs.join(", ")
+        ))
+        .into()),
+    }
+}
+
+/// Undoes the job's interrupted run (steps 1 to 7 above).
+pub fn abort(common: &Common, messages: Messages) -> Result<Summary> {
+    let started = Instant::now();
+    let layout = JobLayout::new(&common.table, &common.job);
+    let nothing = || {
+        Ok(Summary::nothing(
+            "nothing-to-abort",
+            &common.job,
+            0,
+            started.elapsed(),
+        ))
+    };
+    if !layout.dir.exists() {
+        return nothing();
+    }
+    let _lock = lock_job(&layout, common.lock_wait)?;
+    let replay = journal::replay_settled(&layout.journal())?;
+    let Some(log) = replay.log else {
+        return nothing();
+    };
+    if log.finished {
+        return nothing();
+    }
+    undo(&layout, &log, replay.valid_len, messages, started)
+}
+
+/// Steps 2 to 7 for an interrupted run whose job lock the caller holds (`--recover`
+/// calls it for a run whose abort a crash cut short).
+pub fn undo(
+    layout: &JobLayout,
+    log: &RunLog,
+    valid_len: u64,
+    messages: Messages,
+    started: Instant,
+) -> Result<Summary> {
+    let plan = plan(layout, log)?;
+    if let Some(why) = plan.refused {
+        bail!(
+            "cannot abort run {} of job {:?}: {why}",
+            log.started.run_id,
+            layout.job
+        );
+    }
+    let mut journal = Journal::open_append(&layout.journal(), valid_len)?;
+    if !log.aborting {
+        journal.append(&Record::Aborting)?;
+    }
+    failpoint::hit("abort.started.after");
+    let removed = remove_published(layout, log, messages)?;
+    failpoint::hit("abort.removed.after");
+    pending::remove_run(layout, &log.started.run_id)?;
+    if plan.contract {
+        fsutil::remove_file_if_exists(&contract::path(&layout.table))?;
+        fsutil::sync_parent(&contract::path(&layout.table))?;
+    }
+    journal.append(&Record::Aborted)?;
+    failpoint::hit("abort.finished.after");
+    let mut summary = Summary::nothing("aborted", &layout.job, 0, started.elapsed());
+    summary.run_id = Some(log.started.run_id.clone());
+    summary.files_written = removed.0;
+    summary.rows_written = removed.1;
+    Ok(summary)
+}
+
+/// Step 4: removes the run's files from their final places; returns (files, rows).
+fn remove_published(layout: &JobLayout, log: &RunLog, messages: Messages) -> Result<(u64, u64)> {
+    let files: Vec<_> = log.checkpoints.iter().flat_map(|c| &c.files).collect();
+    let mid = files.len().div_ceil(2);
+    let (mut count, mut rows) = (0, 0);
+    let mut dirs = BTreeSet::new();
+    for (i, file) in files.into_iter().enumerate() {
+        let dest = layout.in_table(&file.dest);
+        match std::fs::symlink_metadata(&dest) {
+            Ok(meta) if meta.is_file() && meta.len() == file.size => {
+                fsutil::remove_file_if_exists(&dest)?;
+                count += 1;
+                rows += file.rows;
+            }
+            Ok(meta) => messages.note(&format!(
+                "left alone: {} ({} bytes, not the {} bytes run {} journaled)",
+                dest.display(),
+                meta.len(),
+                file.size,
+                log.started.run_id
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot stat {}", dest.display())),
+        }
+        let mut dir = dest.parent().map(Path::to_path_buf);
+        while let Some(d) = dir.filter(|d| d.starts_with(&layout.table) && *d != layout.table) {
+            dir = d.parent().map(Path::to_path_buf);
+            dirs.insert(d);
+        }
+        if i + 1 == mid {
+            failpoint::hit("abort.remove.mid");
+        }
+    }
+    // Deepest first: a partition left empty goes, and so may its parent; every directory
+    // that lost an entry is fsynced before `Aborted` is journaled.
+    let mut touched: BTreeSet<PathBuf> = BTreeSet::new();
+    for dir in dirs.iter().rev() {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            // Not empty (the table's other files): it stays.
+            Err(_) => {
+                touched.insert(dir.clone());
+            }
+        }
+        if let Some(parent) = dir.parent() {
+            touched.insert(parent.to_path_buf());
+        }
+    }
+    for dir in touched.iter().rev().filter(|d| d.is_dir()) {
+        // Survives: a power cut after `Aborted` that would bring removed files back.
+        fsutil::sync_dir(dir)?;
+    }
+    Ok((count, rows))
+}
