@@ -236,6 +236,7 @@ fn remove_published(layout: &JobLayout, log: &RunLog, messages: Messages) -> Res
     let mut dirs = BTreeSet::new();
     for (i, file) in files.into_iter().enumerate() {
         let dest = layout.in_table(&file.dest);
+        fsutil::refuse_symlinks(&layout.table, &dest)?;
         match std::fs::symlink_metadata(&dest) {
             Ok(meta) if meta.is_file() && meta.len() == file.size => {
                 fsutil::remove_file_if_exists(&dest)?;

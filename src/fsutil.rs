@@ -113,6 +113,46 @@ pub fn sync_parent(path: &Path) -> Result<()> {
     }
 }
 
+/// Refuses a symbolic link on the way from `root` down to `path` (inclusive); `root`
+/// itself may be one (the table's own path is the user's to choose).
+///
+/// Survives: a hostile or mistaken entry in a shared table directory. Whoever can
+/// create `TABLE/country=US -> /elsewhere` could otherwise steer a loader that runs with
+/// more rights into writing (or an abort into deleting) wherever it points. The walk
+/// stops at the first component that does not exist yet: this process makes the rest.
+/// It checks what is there when the protocol step begins; the directories below the
+/// table are this program's own, so nothing but a deliberate race can swap one later.
+pub fn refuse_symlinks(root: &Path, path: &Path) -> Result<()> {
+    let Ok(rel) = path.strip_prefix(root) else {
+        anyhow::bail!(
+            "{} is not inside the table {}",
+            path.display(),
+            root.display()
+        );
+    };
+    let mut at = root.to_path_buf();
+    for component in rel.components() {
+        at.push(component);
+        match fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let target = fs::read_link(&at)
+                    .map(|t| t.display().to_string())
+                    .unwrap_or_else(|_| "?".into());
+                anyhow::bail!(
+                    "refusing to follow the symbolic link {} (to {target}) inside the table {}: \
+                     ingest writes only beneath the table; remove the link",
+                    at.display(),
+                    root.display()
+                );
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e).with_context(|| format!("cannot stat {}", at.display())),
+        }
+    }
+    Ok(())
+}
+
 /// Creates a new file for staged output; fails if the name is taken.
 pub fn create_new(path: &Path) -> Result<File> {
     OpenOptions::new()

@@ -27,6 +27,11 @@ use crate::table::JobLayout;
 /// Creates the job's directory and takes its lock, waiting up to `wait` for it, or fails
 /// with `LockHeld` (exit 75).
 pub fn lock_job(layout: &JobLayout, wait: Option<Duration>) -> Result<File> {
+    // Nothing of the job's state may be a symlink: the lock file is truncated, the
+    // journal appended to, staging written, all through these names.
+    for path in layout.state_paths() {
+        fsutil::refuse_symlinks(&layout.table, &path)?;
+    }
     fsutil::create_dir_all_durable(&layout.dir)?;
     // Every directory from the job's up to the table's own name: an earlier process may
     // have made them and crashed before fsyncing their parents.

@@ -70,6 +70,22 @@ impl JobLayout {
         self.dir.join("overwrite").join(run)
     }
 
+    /// Every path of the job's state, and the table-wide state files, for the symlink
+    /// check (`fsutil::refuse_symlinks`).
+    pub fn state_paths(&self) -> Vec<PathBuf> {
+        let ingest = self.table.join("_ingest");
+        let mut paths = vec![
+            ingest.join("contract.json"),
+            ingest.join("contract.lock"),
+            self.lock(),
+            self.journal(),
+            self.manifest(),
+        ];
+        paths.extend(["pending", "state", "overwrite"].map(|d| self.dir.join(d)));
+        paths.push(self.table.join("_rejects").join(&self.job));
+        paths
+    }
+
     /// Turns a table-relative path from the journal into a real path.
     pub fn in_table(&self, rel: &str) -> PathBuf {
         self.table.join(rel)

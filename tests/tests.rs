@@ -18,3 +18,4 @@ mod overwrite;
 mod partition;
 mod recover;
 mod stages;
+mod symlinks;

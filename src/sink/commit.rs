@@ -33,6 +33,7 @@ pub fn publish(layout: &JobLayout, checkpoint: &Checkpoint, mode: Mode) -> Resul
             .parent()
             .map(PathBuf::from)
             .unwrap_or_else(|| layout.table.clone());
+        fsutil::refuse_symlinks(&layout.table, &dest)?;
         fsutil::create_dir_all_durable(&dir)?;
         if !staged.exists() && !dest.exists() {
             bail!(

@@ -47,7 +47,7 @@ pub fn replace_partitions(layout: &JobLayout, journal: &mut Journal, log: &RunLo
     for (i, swap) in swaps.iter().enumerate() {
         let live = layout.in_table(&swap.partition);
         let shadow = shadow_root.join(&swap.partition);
-        swap_in(&live, &shadow, swap.inode)?;
+        swap_in(&layout.table, &live, &shadow, swap.inode)?;
         // The live parent and, for a nested partition, every directory above it up to
         // the table: a parent made by an earlier, crashed attempt may not be durable.
         fsutil::sync_ancestors(&live, &layout.table)?;
@@ -122,7 +122,8 @@ fn assemble(layout: &JobLayout, log: &RunLog, shadow_root: &Path) -> Result<Vec<
 }
 
 /// Step 3 for one partition; a no-op when the live directory already is the new one.
-fn swap_in(live: &Path, shadow: &Path, new_inode: u64) -> Result<()> {
+fn swap_in(table: &Path, live: &Path, shadow: &Path, new_inode: u64) -> Result<()> {
+    fsutil::refuse_symlinks(table, live)?;
     if fsutil::inode(live)? == Some(new_inode) {
         return Ok(());
     }
