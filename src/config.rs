@@ -171,6 +171,17 @@ fn cli_stages(cli: &Cli) -> Result<Vec<StageSpec>> {
 }
 
 impl Command {
+    /// The table and job the command acts on, if it acts on one.
+    pub fn common(&self) -> Option<&Common> {
+        match self {
+            Command::Load(cfg) => Some(&cfg.common),
+            Command::Recover(common, ..)
+            | Command::Abort(common, _)
+            | Command::Status(common, _) => Some(common),
+            _ => None,
+        }
+    }
+
     /// Checks and resolves the parsed flags (and the job file they name).
     pub fn from_cli(cli: Cli) -> Result<Command> {
         if cli.list_fail_points {
@@ -279,6 +290,17 @@ impl Command {
             });
         }
         stages.extend(cli_stages(&cli)?);
+        // A time zone is a usage mistake however it was given (flag or job file): exit 2
+        // before anything is read, like an unknown cast type.
+        for stage in &stages {
+            if let StageSpec::Cast {
+                timezone: Some(tz), ..
+            } = stage
+            {
+                crate::stage::cast::parse_timezone(tz)
+                    .map_err(|e| usage(format!("--timezone: {e}")))?;
+            }
+        }
         Ok(Command::Load(LoadConfig {
             common,
             inputs,

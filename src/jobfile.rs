@@ -106,6 +106,26 @@ impl SchemaSpec {
     }
 }
 
+/// Every top-level key of a job file, with an example value and what it means: the man
+/// page's JOB FILE section, checked against the parser by a unit test below.
+pub const KEYS: &[(&str, &str, &str)] = &[
+    ("target", "\"/data/orders\"", "the table directory (--target)"),
+    ("inputs", "[\"incoming\"]", "files or directories to load, relative to the job file"),
+    ("job", "\"orders\"", "the job's name (--job)"),
+    ("partition_by", "[\"dt\"]", "Hive partition columns (--partition-by)"),
+    ("delimiter", "\";\"", "the input delimiter, or \"tab\" (--delimiter)"),
+    ("checkpoint_rows", "100000", "rows per checkpoint (--checkpoint-rows)"),
+    ("max_errors", "10", "bad rows allowed into TABLE/_rejects/ (--max-errors)"),
+    ("format", "\"parquet\"", "csv, jsonl or parquet (--format)"),
+    ("compression", "\"zstd\"", "none, gzip, zstd or snappy (--compression)"),
+    ("target_file_size", "\"128M\"", "cut part files at about this size (--target-file-size)"),
+    ("mode", "\"overwrite-partitions\"", "append or overwrite-partitions (--mode)"),
+    ("evolve", "\"add-columns\"", "let the load add columns to the table contract (--evolve)"),
+    ("dedupe_key", "[\"order_id\"]", "keep the first row of each key in the run (--dedupe-key)"),
+    ("[schema]", "columns = { id = \"int\" }", "the input's columns and types; extra_columns = \"drop\" drops undeclared ones"),
+    ("[[stage]]", "type = \"filter\"", "a stage: null_markers, trim, cast, derive, filter, constant, metadata, dedupe, rename, select, drop"),
+];
+
 /// A parsed job file.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -152,6 +172,22 @@ pub fn load(path: &Path) -> Result<JobFile> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_documented_key_is_one_the_parser_takes() {
+        let mut text = String::new();
+        let mut tables = String::new();
+        for (key, example, _) in super::KEYS {
+            match *key {
+                "[schema]" => tables.push_str(&format!("[schema]\n{example}\n")),
+                "[[stage]]" => tables.push_str(&format!("[[stage]]\n{example}\nexpr = \"TRUE\"\n")),
+                key => text.push_str(&format!("{key} = {example}\n")),
+            }
+        }
+        text.push_str(&tables);
+        let parsed: Result<JobFile, _> = toml::from_str(&text);
+        assert!(parsed.is_ok(), "{text}\n{parsed:?}");
+    }
+
     use super::*;
 
     fn parse(text: &str) -> Result<JobFile> {

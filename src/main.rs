@@ -6,31 +6,90 @@ use clap::Parser;
 use ingest::cli::Cli;
 use ingest::config::Command;
 use ingest::exit::Exit;
+use ingest::report::{one_line, Failure};
 
 fn main() -> ExitCode {
     ingest::malloc::keep_freed_memory();
-    let cli = Cli::parse();
-    let outcome = Command::from_cli(cli).and_then(ingest::execute);
-    match outcome {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return bad_command_line(err),
+    };
+    let (json, quiet) = (cli.json, cli.quiet);
+    let command = match Command::from_cli(cli) {
+        Ok(command) => command,
+        Err(err) => return failed(&err, None, json, quiet),
+    };
+    let common = command.common().cloned();
+    match ingest::execute(command) {
         Ok(Some((summaries, json, messages))) => {
             for summary in &summaries {
                 messages.note(&summary.line());
-                if json {
-                    match serde_json::to_string(summary) {
-                        Ok(text) => println!("{text}"),
-                        Err(err) => {
-                            eprintln!("ingest: cannot print the summary: {err}");
-                            return ExitCode::from(Exit::Failure.code());
-                        }
-                    }
+                if json && !print_json(summary) {
+                    return ExitCode::from(Exit::Failure.code());
                 }
             }
             ExitCode::SUCCESS
         }
         Ok(None) => ExitCode::SUCCESS,
+        Err(err) => failed(&err, common.as_ref(), json, quiet),
+    }
+}
+
+/// Reports an error: on stderr (one line under `--quiet`), and with `--json` as one
+/// object on stdout too.
+fn failed(
+    err: &anyhow::Error,
+    common: Option<&ingest::config::Common>,
+    json: bool,
+    quiet: bool,
+) -> ExitCode {
+    if quiet {
+        eprintln!("ingest: {}", one_line(err));
+    } else {
+        eprintln!("ingest: {err:#}");
+    }
+    if json {
+        print_json(&Failure::of(err, common));
+    }
+    ExitCode::from(Exit::for_error(err).code())
+}
+
+/// A command line clap refused (exit 2): as clap prints it, one line of it under
+/// `--quiet`, and as a JSON failure too under `--json`.
+fn bad_command_line(err: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) {
+        err.exit();
+    }
+    let args: Vec<String> = std::env::args().collect();
+    let has = |flag: &str, short: &str| args.iter().any(|a| a == flag || a == short);
+    let text = err.to_string();
+    let first = text.lines().next().unwrap_or("bad command line").trim();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    if has("--quiet", "-q") {
+        eprintln!("ingest: {first}");
+    } else {
+        eprint!("{text}");
+    }
+    if has("--json", "--json") {
+        let err = anyhow::Error::new(ingest::exit::UsageError(first.to_string()));
+        print_json(&Failure::of(&err, None));
+    }
+    ExitCode::from(Exit::Usage.code())
+}
+
+fn print_json<T: serde::Serialize>(value: &T) -> bool {
+    match serde_json::to_string(value) {
+        Ok(text) => {
+            println!("{text}");
+            true
+        }
         Err(err) => {
-            eprintln!("ingest: {err:#}");
-            ExitCode::from(Exit::for_error(&err).code())
+            eprintln!("ingest: cannot print the summary: {err}");
+            false
         }
     }
 }

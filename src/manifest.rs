@@ -98,6 +98,20 @@ impl Manifest {
         Ok(manifest)
     }
 
+    /// Loaded inputs by their size on disk: where a copy of a new input could hide.
+    pub fn by_size(&self) -> std::collections::HashMap<u64, Vec<&Entry>> {
+        let mut index: std::collections::HashMap<u64, Vec<&Entry>> = Default::default();
+        for entry in self.entries.values() {
+            index.entry(entry.fingerprint.size).or_default().push(entry);
+        }
+        index
+    }
+
+    /// The run that loaded the input at `path`, if one did.
+    pub fn loaded_by(&self, path: &str) -> Option<String> {
+        self.entries.get(path).map(|e| e.run_id.clone())
+    }
+
     /// Number of loaded inputs.
     pub fn len(&self) -> usize {
         self.entries.len()

@@ -31,6 +31,44 @@ const FILES: &[(&str, &str)] = &[
         "TABLE/_ingest/JOB/pending/",
         "staged files of checkpoints not yet committed",
     ),
+    (
+        "TABLE/_ingest/contract.json",
+        "the table contract: columns and types, format, compression, partition columns",
+    ),
+    (
+        "TABLE/_rejects/JOB/rejects-JOB-RUN-CHECKPOINT.csv.rejects",
+        "bad rows set aside with --max-errors, one file per checkpoint that had any: CSV with \
+         the columns source_file, line, reason, record (the row as the failing stage saw it); \
+         committed with their checkpoint, and named so that no *.csv glob reads them",
+    ),
+];
+
+const EXPRESSIONS: &[(&str, &str)] = &[
+    ("literals", "numbers, 'strings' (a quote doubled inside: 'it''s'), TRUE, FALSE, NULL"),
+    ("columns", "by name; \"double quoted\" when not a plain word"),
+    ("operators", "OR, AND, NOT, = != <> < <= > >=, IS [NOT] NULL, [NOT] IN (...), + - * / %, || (concatenation)"),
+    ("functions", "date, year, month, day, hour, lower, upper, trim, length, concat (skips nulls), coalesce"),
+    ("types", "checked before the load starts; a string compared with a date or timestamp is read as one; nulls behave as in SQL"),
+];
+
+const JSON_FIELDS: &[(&str, &str)] = &[
+    ("outcome", "loaded, nothing-to-load, recovered, nothing-to-recover, aborted, nothing-to-abort, dry-run; for a failed command failed, usage-error, locked or stopped"),
+    ("job, run_id", "the job, and the run's id (null when nothing ran)"),
+    ("inputs_loaded, inputs_skipped, inputs_changed", "inputs read to the end; already loaded; (dry-run) loaded inputs whose content changed"),
+    ("rows_read, rows_written, rows_dropped, rows_rejected", "rows in, committed, dropped by a filter or dedupe, set aside in _rejects/ (for aborted: the rows removed)"),
+    ("files_written, partitions, checkpoints, bytes_written", "what the run committed (for aborted: the files removed)"),
+    ("elapsed_seconds, rows_per_second", "this process's time, and the rows it read per second"),
+    ("inputs", "(dry-run) every input: path, size, verdict (new, loaded, changed, copy), loaded_by"),
+    ("exit_code, error, interrupted, recover_command, abort_command", "(a failed command) its exit status and message, and, when the job has an interrupted run, the commands that finish or undo it"),
+];
+
+const RUNBOOK: &[(&str, &str)] = &[
+    ("1. ingest -t TABLE --status", "shows each job's interrupted run, what --recover would do and what --abort would remove, file by file"),
+    ("2. ingest -t TABLE --recover", "publishes every checkpoint that completed, discards the rest and resumes to the end, for every interrupted job (--job NAME or --config FILE for one); it may itself be interrupted and rerun"),
+    ("3. ingest -t TABLE [--job NAME] --abort", "when the run should not finish (an input was fixed, say): removes what it published and staged, only what its journal names with the journaled sizes; its inputs count as not loaded; crash-safe, finished by --abort or --recover; an overwrite whose exchange began is left to --recover"),
+    ("a changed input", "--recover refuses it and loads nothing twice: restore the file and recover, or abort the run and load the new file"),
+    ("a full disk", "the run fails cleanly with nothing of the failing checkpoint visible; free space and --recover"),
+    ("a symbolic link inside the table", "refused, naming it; remove it and rerun"),
 ];
 
 const EXAMPLES: &[(&str, &str)] = &[
@@ -45,6 +83,10 @@ const EXAMPLES: &[(&str, &str)] = &[
     (
         "ingest -t /data/orders --status",
         "what each job is doing, and what --recover would do",
+    ),
+    (
+        "ingest -t /data/orders --abort",
+        "undo the interrupted run as if it had never started",
     ),
 ];
 
@@ -93,6 +135,21 @@ pub fn render() -> std::io::Result<Vec<u8>> {
             .map(|(f, m)| (f.to_string(), *m))
             .collect::<Vec<_>>(),
     );
+    let pairs = |items: &[(&str, &'static str)]| -> Vec<(String, &'static str)> {
+        items.iter().map(|(a, b)| (a.to_string(), *b)).collect()
+    };
+    let keys: Vec<(String, &str)> = crate::jobfile::KEYS
+        .iter()
+        .map(|(k, example, m)| (format!("{k}  (e.g. {example})"), *m))
+        .collect();
+    section(&mut roff, "JOB FILE (--config FILE, TOML)", &keys);
+    section(
+        &mut roff,
+        "EXPRESSIONS (--filter, --derive)",
+        &pairs(EXPRESSIONS),
+    );
+    section(&mut roff, "JSON SUMMARY (--json)", &pairs(JSON_FIELDS));
+    section(&mut roff, "RECOVERY AND ABORT", &pairs(RUNBOOK));
     section(
         &mut roff,
         "EXAMPLES",

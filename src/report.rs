@@ -24,6 +24,66 @@ impl Messages {
     }
 }
 
+/// What a failed command says with `--json`: one object on stdout, so a script reads the
+/// outcome of every run the same way, failed or not.
+#[derive(Debug, Serialize)]
+pub struct Failure {
+    /// `failed` (exit 1), `usage-error` (2), `locked` (75), `stopped` (130 / 143).
+    pub outcome: &'static str,
+    pub exit_code: u8,
+    pub error: String,
+    pub job: Option<String>,
+    /// The job has an interrupted run: the commands that finish it, or undo it.
+    pub interrupted: bool,
+    pub recover_command: Option<String>,
+    pub abort_command: Option<String>,
+}
+
+impl Failure {
+    /// The report of `err`, which ended a command on `common`'s table (if it got that far).
+    pub fn of(err: &anyhow::Error, common: Option<&crate::config::Common>) -> Failure {
+        use crate::exit::Exit;
+        let exit = Exit::for_error(err);
+        let outcome = match exit {
+            Exit::Usage => "usage-error",
+            Exit::Locked => "locked",
+            Exit::Interrupted | Exit::Terminated => "stopped",
+            _ => "failed",
+        };
+        let interrupted = common.is_some_and(|c| {
+            let layout = crate::table::JobLayout::new(&c.table, &c.job);
+            crate::journal::replay(&layout.journal())
+                .ok()
+                .and_then(|r| r.log)
+                .is_some_and(|log| !log.finished)
+        });
+        Failure {
+            outcome,
+            exit_code: exit.code(),
+            error: format!("{err:#}"),
+            job: common.map(|c| c.job.clone()),
+            interrupted,
+            recover_command: common
+                .filter(|_| interrupted)
+                .map(crate::run::recover_command),
+            abort_command: common
+                .filter(|_| interrupted)
+                .map(crate::run::abort_command),
+        }
+    }
+}
+
+/// An error as one line, for `--quiet` (cron mails one line per failure): the lines of
+/// a multi-line message joined with "; ".
+pub fn one_line(err: &anyhow::Error) -> String {
+    format!("{err:#}")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// What a command did; `--json` prints it as one object.
 #[derive(Debug, Default, Serialize)]
 pub struct Summary {
@@ -49,6 +109,21 @@ pub struct Summary {
     pub elapsed_seconds: f64,
     /// Rows this process read per second (a recovery counts only what it read itself).
     pub rows_per_second: f64,
+    /// `--dry-run`: every input offered, with its verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<Vec<InputVerdict>>,
+}
+
+/// What a load would do with one input (`--dry-run --json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct InputVerdict {
+    pub path: String,
+    pub size: u64,
+    /// `new`, `loaded`, `changed` (loaded before, with other content: refused) or `copy`
+    /// (the content of a loaded input, or of another input of this load: refused).
+    pub verdict: &'static str,
+    /// The run that loaded it, for `loaded` and `changed`.
+    pub loaded_by: Option<String>,
 }
 
 impl Summary {

@@ -18,7 +18,7 @@ use crate::journal::{self, Journal, Record, RunLog, RunStarted};
 use crate::manifest::{Manifest, Status};
 use crate::pipeline;
 use crate::progress::Progress;
-use crate::report::{Messages, Summary};
+use crate::report::{InputVerdict, Messages, Summary};
 use crate::signals;
 use crate::sink::{overwrite, pending};
 use crate::source::{self, discover, Fingerprint};
@@ -134,6 +134,9 @@ pub struct Plan {
     pub new: Vec<Fingerprint>,
     pub loaded: Vec<Fingerprint>,
     pub changed: Vec<(Fingerprint, crate::manifest::Entry)>,
+    /// New paths whose content is a loaded input's, or an earlier new input's: a copy
+    /// or a renamed file; (the input, the path it copies, the run that loaded that).
+    pub copies: Vec<(Fingerprint, String, Option<String>)>,
 }
 
 fn plan(cfg: &LoadConfig, manifest: &Manifest) -> Result<Plan> {
@@ -150,7 +153,55 @@ fn plan(cfg: &LoadConfig, manifest: &Manifest) -> Result<Plan> {
             Status::Changed(was) => plan.changed.push((fingerprint, was)),
         }
     }
+    if !cfg.reload {
+        find_copies(&mut plan, manifest)?;
+    }
     Ok(plan)
+}
+
+/// Moves new inputs whose whole content equals a loaded input's (or an earlier new
+/// input's) into `plan.copies`: the manifest is keyed by path, so a copied or renamed
+/// file would otherwise load its rows again.
+///
+/// Only inputs of a size some other input has are hashed (a full read, before the
+/// load): a copy has its original's size, and a file of a size nothing else has cannot
+/// be one, so an ordinary load reads nothing twice.
+fn find_copies(plan: &mut Plan, manifest: &Manifest) -> Result<()> {
+    let loaded = manifest.by_size();
+    let mut new_sizes: std::collections::HashMap<u64, usize> = Default::default();
+    for input in &plan.new {
+        *new_sizes.entry(input.size).or_default() += 1;
+    }
+    let mut seen: std::collections::HashMap<String, String> = Default::default();
+    let mut keep = Vec::with_capacity(plan.new.len());
+    for input in std::mem::take(&mut plan.new) {
+        let twins = loaded.get(&input.size);
+        if twins.is_none() && new_sizes.get(&input.size).is_none_or(|&n| n < 2) {
+            keep.push(input);
+            continue;
+        }
+        let (hash, lines) = source::reader::hash_input_lines(std::path::Path::new(&input.path))?;
+        let hash = source::hash_hex(hash);
+        // A file with no data rows (a header alone, or nothing) loads nothing twice: the
+        // empty exports of quiet days all look alike and are no copies.
+        let header_lines = u64::from(!source::reader::is_jsonl(&input.path));
+        if lines <= header_lines {
+            keep.push(input);
+            continue;
+        }
+        if let Some(entry) = twins.and_then(|t| t.iter().find(|e| e.hash == hash)) {
+            let (path, run) = (entry.fingerprint.path.clone(), entry.run_id.clone());
+            plan.copies.push((input, path, Some(run)));
+        } else if let Some(first) = seen.get(&hash) {
+            let first = first.clone();
+            plan.copies.push((input, first, None));
+        } else {
+            seen.insert(hash, input.path.clone());
+            keep.push(input);
+        }
+    }
+    plan.new = keep;
+    Ok(())
 }
 
 /// `--dry-run`: what a load would do, reading only.
@@ -167,18 +218,56 @@ fn dry_run(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         }
     }
     let plan = plan(cfg, &manifest)?;
-    let list = !cfg.common.json;
-    for input in plan.new.iter().filter(|_| list) {
-        println!("new\t{}\t{} bytes", input.path, input.size);
+    let mut verdicts = Vec::new();
+    for input in &plan.new {
+        verdicts.push(InputVerdict {
+            path: input.path.clone(),
+            size: input.size,
+            verdict: "new",
+            loaded_by: None,
+        });
     }
-    for input in plan.loaded.iter().filter(|_| list) {
-        println!("loaded\t{}\t{} bytes", input.path, input.size);
+    for input in &plan.loaded {
+        verdicts.push(InputVerdict {
+            path: input.path.clone(),
+            size: input.size,
+            verdict: "loaded",
+            loaded_by: manifest.loaded_by(&input.path),
+        });
     }
-    for (input, was) in plan.changed.iter().filter(|_| list) {
-        println!(
-            "changed\t{}\t{} bytes (was {} bytes, loaded by run {})",
-            input.path, input.size, was.fingerprint.size, was.run_id
-        );
+    for (input, _, run) in &plan.copies {
+        verdicts.push(InputVerdict {
+            path: input.path.clone(),
+            size: input.size,
+            verdict: "copy",
+            loaded_by: run.clone(),
+        });
+    }
+    for (input, was) in &plan.changed {
+        verdicts.push(InputVerdict {
+            path: input.path.clone(),
+            size: input.size,
+            verdict: "changed",
+            loaded_by: Some(was.run_id.clone()),
+        });
+    }
+    if !cfg.common.json {
+        for v in &verdicts {
+            match (v.verdict, &v.loaded_by) {
+                ("changed", Some(run)) => {
+                    let was = plan
+                        .changed
+                        .iter()
+                        .find(|(i, _)| i.path == v.path)
+                        .map_or(0, |(_, e)| e.fingerprint.size);
+                    println!(
+                        "changed\t{}\t{} bytes (was {was} bytes, loaded by run {run})",
+                        v.path, v.size
+                    )
+                }
+                (verdict, _) => println!("{verdict}\t{}\t{} bytes", v.path, v.size),
+            }
+        }
     }
     let mut summary = Summary::nothing(
         "dry-run",
@@ -188,6 +277,7 @@ fn dry_run(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     );
     summary.inputs_loaded = plan.new.len() as u64;
     summary.inputs_changed = plan.changed.len() as u64;
+    summary.inputs = Some(verdicts);
     Ok(summary)
 }
 
@@ -233,6 +323,17 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     }
 
     let plan = plan(cfg, &manifest)?;
+    if let Some((input, original, run)) = plan.copies.first() {
+        let by = match run {
+            Some(run) => format!("loaded by run {run}"),
+            None => "also in this load".to_string(),
+        };
+        bail!(
+            "input {} has the same content as {original} ({by}): a copy or a renamed file would \
+             load its rows twice; pass --reload to load it anyway, or move it aside",
+            input.path
+        );
+    }
     if let Some((input, was)) = plan.changed.first() {
         bail!(
             "input {} changed since run {} loaded it ({} bytes then, {} now); loading it again \

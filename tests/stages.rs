@@ -191,7 +191,10 @@ fn the_first_bad_row_fails_the_run_with_file_line_column_and_reason() {
     assert_code(&out, 1);
     let err = stderr(&out);
     assert!(
-        err.contains("in.csv:3: column \"amount\": cannot cast \"abc\" to decimal(10,2)"),
+        err.contains(
+            "in.csv:3: column \"amount\": cannot read \"abc\" as decimal(10,2): expected a \
+             number, such as 1234.55"
+        ),
         "{err}"
     );
     assert!(err.contains("--max-errors"), "{err}");
@@ -220,7 +223,7 @@ fn exceeding_max_errors_fails_cleanly() {
         "{err}"
     );
     assert!(
-        err.contains("in.csv:6: column \"id\": cannot cast \"z\" to int"),
+        err.contains("in.csv:6: column \"id\": cannot read \"z\" as int"),
         "{err}"
     );
     assert!(table_rows(&w.path("t")).is_empty());

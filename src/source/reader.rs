@@ -208,15 +208,22 @@ impl Utf8Check {
 
 /// Hashes a whole input the way the reader does (decoded bytes), for the manifest.
 pub fn hash_input(path: &Path) -> Result<u128> {
+    Ok(hash_input_lines(path)?.0)
+}
+
+/// The hash of [`hash_input`], and the number of line feeds in the decoded bytes.
+pub fn hash_input_lines(path: &Path) -> Result<(u128, u64)> {
     let mut inner = open_decoded(path)?;
     let mut hasher = Xxh3::new();
     let mut buf = vec![0; CHUNK];
+    let mut lines = 0;
     loop {
         let n = read_some(&mut inner, &mut buf, path)?;
         if n == 0 {
-            return Ok(hasher.digest128());
+            return Ok((hasher.digest128(), lines));
         }
         hasher.update(&buf[..n]);
+        lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
     }
 }
 

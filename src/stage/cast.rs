@@ -105,14 +105,14 @@ impl Caster {
         if text.is_empty() && self.ty != ColumnType::String {
             return Ok(None);
         }
-        let bad = |why: String| format!("cannot cast {text:?} to {}: {why}", self.ty);
+        // In the user's words, not the parser's: what was expected, and what to do.
+        let bad = |why: String| format!("cannot read {text:?} as {}: {why}", self.ty);
+        let expected = || bad(self.expected());
         Ok(Some(match self.ty {
             ColumnType::String => text.to_string(),
-            ColumnType::Int => i64::from_str(text)
-                .map_err(|e| bad(e.to_string()))?
-                .to_string(),
+            ColumnType::Int => i64::from_str(text).map_err(|_| expected())?.to_string(),
             ColumnType::Float => {
-                let f = f64::from_str(text).map_err(|e| bad(e.to_string()))?;
+                let f = f64::from_str(text).map_err(|_| expected())?;
                 if !f.is_finite() {
                     return Err(bad("not a finite number".into()));
                 }
@@ -121,7 +121,7 @@ impl Caster {
             ColumnType::Decimal { precision, scale } => {
                 let d = Decimal::from_str(text)
                     .or_else(|_| Decimal::from_scientific(text))
-                    .map_err(|e| bad(e.to_string()))?;
+                    .map_err(|_| expected())?;
                 let mut d =
                     d.round_dp_with_strategy(scale.into(), RoundingStrategy::MidpointAwayFromZero);
                 d.rescale(scale.into());
@@ -136,17 +136,47 @@ impl Caster {
             ColumnType::Bool => match text.to_ascii_lowercase().as_str() {
                 "true" | "t" | "yes" | "y" | "1" => "true".into(),
                 "false" | "f" | "no" | "n" | "0" => "false".into(),
-                _ => return Err(bad("not a boolean".into())),
+                _ => return Err(expected()),
             },
             ColumnType::Date => {
                 let date = match &self.format {
                     Some(f) => jiff::fmt::strtime::parse(f, text).and_then(|t| t.to_date()),
                     None => Date::from_str(text),
                 };
-                date.map_err(|e| bad(e.to_string()))?.to_string()
+                date.map_err(|_| expected())?.to_string()
             }
-            ColumnType::Timestamp => self.timestamp(text).map_err(bad)?.to_string(),
+            ColumnType::Timestamp => self.timestamp(text).map_err(|_| expected())?.to_string(),
         }))
+    }
+
+    /// What a value of this type looks like, and how to read other spellings.
+    fn expected(&self) -> String {
+        let format_hint = |example: &str| match &self.format {
+            Some(f) => format!("the cast's format is {f:?}"),
+            None => format!(
+                "for another spelling give the cast a format, e.g. format = {example:?} in the \
+                 job file's cast stage"
+            ),
+        };
+        match self.ty {
+            ColumnType::String => "any text".into(),
+            ColumnType::Int => "expected a whole number, such as 42 or -7".into(),
+            ColumnType::Float => "expected a number, such as 3.25, -0.5 or 1e-3".into(),
+            ColumnType::Decimal { scale, .. } => format!(
+                "expected a number, such as 1234.{}",
+                "5".repeat(scale.max(1).into())
+            ),
+            ColumnType::Bool => "expected true or false (also yes/no, t/f, y/n, 1/0)".into(),
+            ColumnType::Date => format!(
+                "expected a date such as 2026-11-28; {}",
+                format_hint("%d/%m/%Y")
+            ),
+            ColumnType::Timestamp => format!(
+                "expected a timestamp such as 2026-11-28T10:00:00Z or 2026-11-28 10:00:00 (in \
+                 the cast's time zone, UTC unless --timezone says otherwise); {}",
+                format_hint("%d/%m/%Y %H:%M")
+            ),
+        }
     }
 
     fn timestamp(&self, text: &str) -> Result<Timestamp, String> {
@@ -339,7 +369,13 @@ mod tests {
     fn bad_values_say_why() {
         assert_eq!(
             cast("int", "12.5").unwrap_err(),
-            "cannot cast \"12.5\" to int: invalid digit found in string"
+            "cannot read \"12.5\" as int: expected a whole number, such as 42 or -7"
+        );
+        let ts = cast("timestamp", "n/a").unwrap_err();
+        assert!(
+            ts.starts_with("cannot read \"n/a\" as timestamp: expected a timestamp such as")
+                && ts.contains("give the cast a format, e.g. format = \"%d/%m/%Y %H:%M\""),
+            "{ts}"
         );
         assert!(cast("decimal(4,2)", "123.4")
             .unwrap_err()

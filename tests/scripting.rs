@@ -1,0 +1,125 @@
+//! Scripts and cron (issue 13.7): every run answers `--json` with one object, failed or
+//! not; `--dry-run --json` lists the verdicts; `-q` errors are one line; usage mistakes
+//! exit 2; cast errors say what was expected.
+
+use crate::util::*;
+
+fn json_lines(out: &std::process::Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect()
+}
+
+#[test]
+fn a_failed_run_still_prints_one_json_object_with_both_ways_out() {
+    let w = Workdir::new();
+    w.write("in.csv", "id,ts\n1,2026-11-28T10:00:00Z\n2,n/a\n");
+    let out = w.run(&[
+        "-t",
+        "t",
+        "--json",
+        "--cast",
+        "ts=timestamp",
+        "--checkpoint-rows",
+        "1",
+        "in.csv",
+    ]);
+    assert_code(&out, 1);
+    let objects = json_lines(&out);
+    assert_eq!(objects.len(), 1, "{objects:?}");
+    let o = &objects[0];
+    assert_eq!(o["outcome"], "failed");
+    assert_eq!(o["exit_code"], 1);
+    assert_eq!(o["interrupted"], true);
+    assert_eq!(o["recover_command"], "ingest --target t --recover");
+    assert_eq!(o["abort_command"], "ingest --target t --abort");
+    let error = o["error"].as_str().unwrap();
+    assert!(
+        error.contains("cannot read \"n/a\" as timestamp: expected a timestamp such as")
+            && error.contains("give the cast a format, e.g. format = \"%d/%m/%Y %H:%M\""),
+        "{error}"
+    );
+}
+
+#[test]
+fn usage_mistakes_exit_2_with_a_json_object_whatever_catches_them() {
+    let w = Workdir::new();
+    w.write("in.csv", "id,ts\n1,2026-11-28 10:00:00\n");
+    w.write("bad-zone.toml", "inputs = [\"in.csv\"]\n[[stage]]\ntype = \"cast\"\ncolumns = { ts = \"timestamp\" }\ntimezone = \"Mars/Olympus\"\n");
+    for args in [
+        &["-t", "t", "--json", "--cast", "ts=instant", "in.csv"][..],
+        &[
+            "-t",
+            "t",
+            "--json",
+            "--cast",
+            "ts=timestamp",
+            "--timezone",
+            "Mars/Olympus",
+            "in.csv",
+        ],
+        &["-t", "t", "--json", "--config", "bad-zone.toml"],
+        &["-t", "t", "--json", "--frobnicate", "in.csv"],
+    ] {
+        let out = w.run(args);
+        assert_code(&out, 2);
+        let objects = json_lines(&out);
+        assert_eq!(objects.len(), 1, "{args:?}: {objects:?}");
+        assert_eq!(objects[0]["outcome"], "usage-error", "{args:?}");
+        assert_eq!(objects[0]["exit_code"], 2, "{args:?}");
+    }
+    assert!(!w.path("t").exists());
+}
+
+#[test]
+fn quiet_errors_are_exactly_one_line() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    w.write("bad.csv", "id,amount\n1,x\n");
+    // A bad row (its message has a hint line and a what-next line), a contract mismatch
+    // (both sides on lines of their own), an unknown flag (clap's usage block).
+    assert_code(&w.run(&["-q", "-t", "t", "-p", "dt", "orders"]), 0);
+    for args in [
+        &["-q", "-t", "b", "--cast", "amount=int", "bad.csv"][..],
+        &["-q", "-t", "t", "--job", "x", "-p", "country", "orders"],
+        &["-q", "-t", "t", "--frobnicate", "orders"],
+    ] {
+        let out = w.run(args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("ingest: "), "{err}");
+    }
+}
+
+#[test]
+fn dry_run_json_lists_every_input_with_its_verdict() {
+    let w = Workdir::new();
+    w.write("in/a.csv", "id\n1\n");
+    w.write("in/b.csv", "id\n2\n");
+    assert_code(&w.run(&["-q", "-t", "t", "in/a.csv", "in/b.csv"]), 0);
+    w.write("in/b.csv", "id\n2\n3\n");
+    w.write("in/c.csv", "id\n4\n");
+    let out = w.run(&["-t", "t", "--dry-run", "--json", "in"]);
+    assert_code(&out, 0);
+    let objects = json_lines(&out);
+    assert_eq!(objects.len(), 1);
+    let mut verdicts: Vec<(String, String)> = objects[0]["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            let path = i["path"].as_str().unwrap();
+            let name = path.rsplit('/').next().unwrap().to_string();
+            (name, i["verdict"].as_str().unwrap().to_string())
+        })
+        .collect();
+    verdicts.sort();
+    let want: Vec<(String, String)> = [("a.csv", "loaded"), ("b.csv", "changed"), ("c.csv", "new")]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(verdicts, want);
+    assert!(objects[0]["inputs"][0]["size"].is_u64());
+}
