@@ -157,6 +157,24 @@ pub struct Cli {
     )]
     pub dedupe_key: Vec<String>,
 
+    /// How far back --dedupe-key remembers keys: the run, or every run of the job
+    /// [default: run]
+    #[arg(
+        long,
+        value_name = "SCOPE",
+        help_heading = "Stages (run in this order)"
+    )]
+    pub dedupe_scope: Option<crate::stage::spec::DedupeScope>,
+
+    /// With --dedupe-scope job: forget the keys of runs started longer ago than this
+    /// (e.g. 30d, 12h), so the remembered keys stay bounded [default: never]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        help_heading = "Stages (run in this order)"
+    )]
+    pub dedupe_retention: Option<String>,
+
     /// Stage: rename a column (repeatable)
     #[arg(
         long,
@@ -202,7 +220,7 @@ pub struct Cli {
 }
 
 /// Flags that only make sense for a load.
-const LOAD_ONLY: [&str; 22] = [
+const LOAD_ONLY: [&str; 24] = [
     "compression",
     "mode",
     "target_file_size",
@@ -213,6 +231,8 @@ const LOAD_ONLY: [&str; 22] = [
     "format",
     "checkpoint_rows",
     "dedupe_key",
+    "dedupe_scope",
+    "dedupe_retention",
     "dry_run",
     "evolve",
     "infer_schema",

@@ -146,7 +146,13 @@ fn cli_stages(cli: &Cli) -> Result<Vec<StageSpec>> {
         check_columns("--dedupe-key", &cli.dedupe_key)?;
         stages.push(StageSpec::Dedupe {
             key: cli.dedupe_key.clone(),
+            scope: cli.dedupe_scope.unwrap_or_default(),
+            retention: cli.dedupe_retention.clone(),
         });
+    } else if cli.dedupe_scope.is_some() || cli.dedupe_retention.is_some() {
+        return Err(usage(
+            "--dedupe-scope and --dedupe-retention apply to --dedupe-key, which was not given",
+        ));
     }
     if !cli.rename.is_empty() {
         let mut columns = std::collections::BTreeMap::new();
@@ -287,12 +293,27 @@ impl Command {
         if !file.dedupe_key.is_empty() {
             stages.push(StageSpec::Dedupe {
                 key: file.dedupe_key.clone(),
+                scope: file.dedupe_scope.unwrap_or_default(),
+                retention: file.dedupe_retention.clone(),
             });
         }
         stages.extend(cli_stages(&cli)?);
-        // A time zone is a usage mistake however it was given (flag or job file): exit 2
-        // before anything is read, like an unknown cast type.
+        // A time zone or a retention is a usage mistake however it was given (flag or job
+        // file): exit 2 before anything is read, like an unknown cast type.
         for stage in &stages {
+            if let StageSpec::Dedupe {
+                scope,
+                retention: Some(text),
+                ..
+            } = stage
+            {
+                if *scope != crate::stage::spec::DedupeScope::Job {
+                    return Err(usage(
+                        "a dedupe retention applies to the job scope (--dedupe-scope job)",
+                    ));
+                }
+                crate::stage::keystore::parse_retention(text).map_err(usage)?;
+            }
             if let StageSpec::Cast {
                 timezone: Some(tz), ..
             } = stage

@@ -122,6 +122,8 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("mode", "\"overwrite-partitions\"", "append or overwrite-partitions (--mode)"),
     ("evolve", "\"add-columns\"", "let the load add columns to the table contract (--evolve)"),
     ("dedupe_key", "[\"order_id\"]", "keep the first row of each key in the run (--dedupe-key)"),
+    ("dedupe_scope", "\"job\"", "remember the keys of the job's earlier runs too (--dedupe-scope)"),
+    ("dedupe_retention", "\"30d\"", "with the job scope, forget keys of runs older than this (--dedupe-retention)"),
     ("[schema]", "columns = { id = \"int\" }", "the input's columns and types; extra_columns = \"drop\" drops undeclared ones"),
     ("[[stage]]", "type = \"filter\"", "a stage: null_markers, trim, cast, derive, filter, constant, metadata, dedupe, rename, select, drop"),
 ];
@@ -147,6 +149,10 @@ pub struct JobFile {
     pub evolve: Option<crate::contract::Evolve>,
     #[serde(default)]
     pub dedupe_key: Vec<String>,
+    /// `run` (default) or `job` (--dedupe-scope).
+    pub dedupe_scope: Option<crate::stage::spec::DedupeScope>,
+    /// With the job scope: forget keys of runs older than this (--dedupe-retention).
+    pub dedupe_retention: Option<String>,
     pub schema: Option<SchemaSpec>,
     #[serde(default, rename = "stage")]
     pub stages: Vec<StageSpec>,

@@ -21,7 +21,7 @@ use crate::schema::Schema;
 use crate::sink::{self, Output, Rejects, TableSink};
 use crate::source::{self, SourcePlan};
 use crate::stage::spec::{self, RunContext};
-use crate::stage::{self, SnapshotRef, SnapshotStore, Stage};
+use crate::stage::{self, keystore, SnapshotRef, SnapshotStore, Stage};
 use crate::table::JobLayout;
 
 /// Batches in flight per channel (and recycled from sink to source). Three threads
@@ -76,6 +76,18 @@ fn build_stages(spec: &Spec) -> Result<(Vec<IdentifiedStage>, Schema)> {
     for (i, mut stage) in built.into_iter().enumerate() {
         // Snapshots are named by position, so two stages of a kind never mix.
         let id = format!("{}-{}", i + 1, stage.name());
+        if let Some(crate::stage::spec::StageSpec::Dedupe {
+            key,
+            scope: crate::stage::spec::DedupeScope::Job,
+            retention,
+        }) = run.options.stages.get(i)
+        {
+            // The keys of the job's earlier runs first, then the run's own snapshots.
+            let cutoff = keystore::cutoff(&run.started_at, retention.as_deref())?;
+            for bytes in keystore::restore_bytes(&keystore::path(&spec.layout.dir, key), cutoff)? {
+                stage.restore(&bytes)?;
+            }
+        }
         stage::restore(stage.as_mut(), &id, &spec.layout.dir, &spec.snapshots)?;
         stages.push((id, stage));
     }

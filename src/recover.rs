@@ -120,8 +120,7 @@ pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> 
     };
     if log.finished {
         // A crash between RunFinished and the manifest rewrite: complete the fold.
-        manifest.fold(&layout.manifest(), &log)?;
-        pending::remove_run(&layout, &log.started.run_id)?;
+        run::fold_finished(&layout, &mut manifest, &log)?;
         return nothing();
     }
     if replay.valid_len != replay.file_len {

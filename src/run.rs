@@ -318,8 +318,7 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
             return Err(interrupted_error(common, &log));
         }
         // Normally done when the run finished; a crash in between leaves it to us.
-        manifest.fold(&layout.manifest(), &log)?;
-        pending::remove_run(&layout, &log.started.run_id)?;
+        fold_finished(&layout, &mut manifest, &log)?;
     }
 
     let plan = plan(cfg, &manifest)?;
@@ -539,7 +538,16 @@ pub fn finish(
     let log = journal::replay(&layout.journal())?
         .log
         .context("the journal lost its run")?;
-    manifest.fold(&layout.manifest(), &log)?;
-    pending::remove_run(layout, &log.started.run_id)?;
+    fold_finished(layout, manifest, &log)?;
     Ok(log)
+}
+
+/// A finished run's last step, safe to repeat after a crash at any point of it: its
+/// inputs into the manifest, its new keys into the job's key files (`--dedupe-scope
+/// job`), then its snapshots and staging removed (the key files are folded from the
+/// snapshots, so they go last).
+pub fn fold_finished(layout: &JobLayout, manifest: &mut Manifest, log: &RunLog) -> Result<()> {
+    manifest.fold(&layout.manifest(), log)?;
+    crate::stage::keystore::fold(&layout.dir, log)?;
+    pending::remove_run(layout, &log.started.run_id)
 }

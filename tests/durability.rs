@@ -721,13 +721,19 @@ fn recovery_after_an_unsynced_mkdir_fsyncs_every_directory_it_relies_on() {
         let w = Workdir::new();
         w.fixture("orders");
         let spec = format!("mkdir.after:{hit}");
-        let out = w.run_failing(&spec, load);
+        // The table one level down, so that its parent is not the working directory
+        // (an fsync of "." must not pass for an fsync of the table's parent).
+        let load: Vec<&str> = load
+            .iter()
+            .map(|a| if *a == "t" { "sub/t" } else { a })
+            .collect();
+        let out = w.run_failing(&spec, &load);
         if !crashed(&out) {
             assert_code(&out, 0);
             continue;
         }
         crashes += 1;
-        let table = w.path("t");
+        let table = w.path("sub/t");
         let t = table.to_str().unwrap();
         let job = table.join("_ingest/default");
         let args: Vec<&str> = if job.join("journal").exists() {

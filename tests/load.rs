@@ -212,3 +212,24 @@ fn a_table_inside_its_input_directory_never_loads_itself() {
     assert_eq!(json["inputs_loaded"].as_u64(), Some(1));
     assert_eq!(table_rows(&w.path("data/table")).len(), 2);
 }
+
+/// The manifest, not only the last run's journal, is what remembers loaded inputs: a
+/// third run still skips what the first one loaded.
+#[test]
+fn inputs_of_every_earlier_run_stay_loaded_not_only_the_last_runs() {
+    let w = Workdir::new();
+    w.write("in/a.csv", "id\n1\n");
+    assert_code(&w.run(&["-q", "-t", "t", "in"]), 0);
+    w.write("in/b.csv", "id\n2\n");
+    assert_code(&w.run(&["-q", "-t", "t", "in"]), 0);
+    w.write("in/c.csv", "id\n3\n");
+    let out = w.run(&["-t", "t", "in"]);
+    assert_code(&out, 0);
+    assert!(
+        stderr(&out).contains("from 1 input(s)")
+            && stderr(&out).contains("2 input(s) already loaded"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(table_rows(&w.path("t")).len(), 3);
+}

@@ -7,6 +7,7 @@ mod abort;
 mod contract;
 mod crash;
 mod csv_edges;
+mod dedupe_scope;
 mod duplicates;
 mod durability;
 mod errors;

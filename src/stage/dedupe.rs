@@ -48,6 +48,8 @@ pub struct Dedupe {
     keep: Vec<bool>,
     /// The run's input size, until the first batch turns it into a row estimate.
     expected_bytes: Option<u64>,
+    /// Job scope: the keys outlive the run, so the final barrier is snapshotted too.
+    final_state: bool,
 }
 
 impl Dedupe {
@@ -69,7 +71,15 @@ impl Dedupe {
             fresh: Vec::new(),
             keep: Vec::new(),
             expected_bytes: None,
+            final_state: false,
         })
+    }
+
+    /// Job scope (`keystore.rs`): every key the run kept is snapshotted, the final
+    /// barrier's too, to be folded into the job's key file when the run finishes.
+    pub fn keeping_final_state(mut self, keep: bool) -> Dedupe {
+        self.final_state = keep;
+        self
     }
 
     /// Sizes the key set for inputs of `bytes` in all, at the first batch: growing it
@@ -210,6 +220,10 @@ impl Stage for Dedupe {
             out.append(&mut self.delta);
         }
         Ok(())
+    }
+
+    fn keeps_final_state(&self) -> bool {
+        self.final_state
     }
 
     /// Restored keys are digests: a restored run keeps every key as one (an integer set

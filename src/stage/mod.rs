@@ -10,6 +10,7 @@ pub mod clean;
 pub mod dedupe;
 pub mod expr;
 mod keyset;
+pub mod keystore;
 pub mod reshape;
 pub mod spec;
 
@@ -43,7 +44,8 @@ pub struct SnapshotRef {
 ///   a crash: after `restore`, records before the restored checkpoint are never re-sent.
 /// - `snapshot(n)` captures the state after every record before barrier n and nothing
 ///   after; a stage whose state did not change may return `None`. It is not called for
-///   the run's final barrier, whose state no run ever resumes from.
+///   the run's final barrier, whose state no run ever resumes from, unless the stage
+///   `keeps_final_state` (a job-scope dedupe, whose keys outlive the run).
 /// - `restore` receives every snapshot the stage returned, for every completed
 ///   checkpoint, in order: stages may therefore write deltas rather than whole states.
 pub trait Stage: Send {
@@ -57,6 +59,11 @@ pub trait Stage: Send {
     fn snapshot(&mut self, out: &mut Vec<u8>) -> Result<()> {
         let _ = out;
         Ok(())
+    }
+    /// True when the state at the run's final barrier is wanted too (it outlives the
+    /// run): the runner then snapshots that barrier as well.
+    fn keeps_final_state(&self) -> bool {
+        false
     }
     /// Applies one serialized snapshot, in checkpoint order.
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {
@@ -288,7 +295,7 @@ pub fn run(
                     // an incomplete run's last checkpoint, and only commits a complete
                     // one. Not writing it keeps a large dedupe delta (and its fsync)
                     // off the end of every load.
-                    if !barrier.last {
+                    if !barrier.last || stage.keeps_final_state() {
                         stage.snapshot(&mut bytes)?;
                     }
                     let snapshot = if bytes.is_empty() {

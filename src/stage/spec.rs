@@ -68,8 +68,26 @@ pub enum StageSpec {
     Constant { column: String, value: String },
     /// Add a column holding load metadata.
     Metadata { column: String, field: MetaField },
-    /// Keep the first row of each key within the run.
-    Dedupe { key: Vec<String> },
+    /// Keep the first row of each key within the run, or (`scope = "job"`) within every
+    /// run of the job, keys of runs older than `retention` forgotten.
+    Dedupe {
+        key: Vec<String>,
+        #[serde(default)]
+        scope: DedupeScope,
+        #[serde(default)]
+        retention: Option<String>,
+    },
+}
+
+/// How far back a dedupe remembers keys.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DedupeScope {
+    /// The first row of a key within the run
+    #[default]
+    Run,
+    /// The first row of a key within every run of the job (see --dedupe-retention)
+    Job,
 }
 
 fn default_markers() -> Vec<String> {
@@ -147,10 +165,11 @@ pub fn build(
             StageSpec::Metadata { column, field } => {
                 boxed(Append::metadata(&schema, column, *field, ctx).map_err(named)?)
             }
-            StageSpec::Dedupe { key } => {
+            StageSpec::Dedupe { key, scope, .. } => {
                 let stage = Dedupe::new(key, &schema)
                     .map_err(|e| named(e.to_string()))?
-                    .expecting(ctx.input_bytes);
+                    .expecting(ctx.input_bytes)
+                    .keeping_final_state(*scope == DedupeScope::Job);
                 (Box::new(stage), schema.clone())
             }
         };
