@@ -371,8 +371,16 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     if run.options.mode == Mode::OverwritePartitions {
         overwrite::check_supported(&layout)?;
     }
+    if let Some(signal) = signals::requested() {
+        return Err(Stopped {
+            signal,
+            detail: "before anything was loaded".into(),
+        }
+        .into());
+    }
     // Last of the checks, since it may record the contract: before the journal exists
-    // and before a row is read.
+    // and before a row is read. A contract recorded here by a load that then fails to
+    // start its journal goes again with it (`Made`).
     let proposed = Contract::of(&schema, &run.options);
     let settled = contract::settle(
         &common.table,
@@ -382,18 +390,14 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         &run.run_id,
     )?;
     run.contract_recorded = settled == Settled::Recorded;
+    if run.contract_recorded {
+        made.contract = Some(contract::path(&common.table));
+    }
     if settled == Settled::Evolved {
         messages.note(&format!(
             "the table's contract now has the columns {}",
             schema.names().join(", ")
         ));
-    }
-    if let Some(signal) = signals::requested() {
-        return Err(Stopped {
-            signal,
-            detail: "before anything was loaded".into(),
-        }
-        .into());
     }
     let mut journal = Journal::create(&layout.journal(), &run)?;
     made.keep();
@@ -432,6 +436,8 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
 /// these names; a directory that is not empty (another job appeared) stays.
 struct Made {
     lock: Option<std::path::PathBuf>,
+    /// The contract this load recorded on a table that had none.
+    contract: Option<std::path::PathBuf>,
     dirs: Vec<std::path::PathBuf>,
 }
 
@@ -445,6 +451,7 @@ impl Made {
             .collect();
         Made {
             lock: (!layout.dir.exists()).then(|| layout.lock()),
+            contract: None,
             dirs,
         }
     }
@@ -453,6 +460,7 @@ impl Made {
     fn keep(&mut self) {
         self.dirs.clear();
         self.lock = None;
+        self.contract = None;
     }
 }
 
@@ -460,6 +468,9 @@ impl Drop for Made {
     fn drop(&mut self) {
         if let Some(lock) = &self.lock {
             let _ = std::fs::remove_file(lock);
+        }
+        if let Some(contract) = &self.contract {
+            let _ = std::fs::remove_file(contract);
         }
         for dir in &self.dirs {
             // Fails, harmlessly, on a directory that is not empty.
