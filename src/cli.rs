@@ -99,6 +99,11 @@ pub struct Cli {
     #[arg(long, value_name = "POLICY")]
     pub evolve: Option<crate::contract::Evolve>,
 
+    /// JSON lines inputs: what a key the first 1,000 objects did not have does to its
+    /// row, `error` (a bad row) or `drop` (the key is ignored) [default: error]
+    #[arg(long, value_name = "POLICY")]
+    pub json_new_keys: Option<crate::config::NewKeys>,
+
     /// A job file (TOML): inputs, target, partitioning, schema, stages, error policy
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -220,7 +225,7 @@ pub struct Cli {
 }
 
 /// Flags that only make sense for a load.
-const LOAD_ONLY: [&str; 24] = [
+const LOAD_ONLY: [&str; 25] = [
     "compression",
     "mode",
     "target_file_size",
@@ -235,6 +240,7 @@ const LOAD_ONLY: [&str; 24] = [
     "dedupe_retention",
     "dry_run",
     "evolve",
+    "json_new_keys",
     "infer_schema",
     "null_markers",
     "trim",

@@ -84,6 +84,20 @@ pub struct RunOptions {
     /// Append, or replace the partitions the run writes to.
     #[serde(default)]
     pub mode: Mode,
+    /// JSON lines: what a key the sampled objects did not have does to its row.
+    #[serde(default)]
+    pub json_new_keys: NewKeys,
+}
+
+/// What a JSON lines key that is not a column does (`--json-new-keys`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum NewKeys {
+    /// The row is bad: it fails the run, or goes to the rejects with --max-errors
+    #[default]
+    Error,
+    /// The key is ignored
+    Drop,
 }
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
@@ -349,6 +363,7 @@ impl Command {
                     None => None,
                 },
                 mode,
+                json_new_keys: cli.json_new_keys.or(file.json_new_keys).unwrap_or_default(),
             },
         }))
     }

@@ -50,6 +50,11 @@ pub struct SchemaSpec {
 }
 
 impl SchemaSpec {
+    /// True when the schema declares the column (so its type is the schema's).
+    pub fn declares(&self, column: &str) -> bool {
+        self.columns.contains_key(column)
+    }
+
     /// The stages that make the input conform: drop undeclared columns (if allowed),
     /// then cast every declared column that is not a string.
     pub fn stages_for(&self, header: &[String]) -> Result<Vec<StageSpec>> {
@@ -121,6 +126,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("target_file_size", "\"128M\"", "cut part files at about this size (--target-file-size)"),
     ("mode", "\"overwrite-partitions\"", "append or overwrite-partitions (--mode)"),
     ("evolve", "\"add-columns\"", "let the load add columns to the table contract (--evolve)"),
+    ("json_new_keys", "\"drop\"", "JSON lines: a key the sampled objects lacked is an error or dropped (--json-new-keys)"),
     ("dedupe_key", "[\"order_id\"]", "keep the first row of each key in the run (--dedupe-key)"),
     ("dedupe_scope", "\"job\"", "remember the keys of the job's earlier runs too (--dedupe-scope)"),
     ("dedupe_retention", "\"30d\"", "with the job scope, forget keys of runs older than this (--dedupe-retention)"),
@@ -145,6 +151,8 @@ pub struct JobFile {
     pub compression: Option<crate::sink::encode::Compression>,
     pub target_file_size: Option<String>,
     pub mode: Option<crate::cli::Mode>,
+    /// JSON lines: `error` (default) or `drop` for keys the sample did not have.
+    pub json_new_keys: Option<crate::config::NewKeys>,
     /// How the load may change the table's contract (`add-columns`).
     pub evolve: Option<crate::contract::Evolve>,
     #[serde(default)]

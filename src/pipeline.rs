@@ -149,6 +149,7 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
         inputs: run.inputs.clone(),
         columns: spec.columns.clone(),
         delimiter: run.options.delimiter,
+        drop_new_keys: run.options.json_new_keys == crate::config::NewKeys::Drop,
         checkpoint_rows: run.options.checkpoint_rows,
         first_checkpoint,
         resume: spec.resume.map(|c| c.position.clone()),

@@ -22,6 +22,7 @@ use crate::report::{InputVerdict, Messages, Summary};
 use crate::signals;
 use crate::sink::{overwrite, pending};
 use crate::source::{self, discover, Fingerprint};
+use crate::stage::spec::StageSpec;
 use crate::table::JobLayout;
 
 /// Creates the job's directory and takes its lock, waiting up to `wait` for it, or fails
@@ -204,6 +205,35 @@ fn find_copies(plan: &mut Plan, manifest: &Manifest) -> Result<()> {
     Ok(())
 }
 
+/// The cast a JSON lines load gets from its sample (`jsonl.rs`): every column whose
+/// sampled values are all integers, numbers, booleans or nested JSON, except columns the
+/// job already types itself (its `[schema]` or a cast stage), whose word is final.
+fn json_types(
+    inputs: &[Fingerprint],
+    options: &crate::config::RunOptions,
+) -> Result<Option<StageSpec>> {
+    let Some(sampled) = source::sample_json(inputs)? else {
+        return Ok(None);
+    };
+    let typed_by_the_job = |name: &str| {
+        options.schema.as_ref().is_some_and(|s| s.declares(name))
+            || options
+                .stages
+                .iter()
+                .any(|s| matches!(s, StageSpec::Cast { columns, .. } if columns.contains_key(name)))
+    };
+    let columns: std::collections::BTreeMap<String, crate::schema::ColumnType> = sampled
+        .into_iter()
+        .map(|(name, kinds)| (name, kinds.column_type()))
+        .filter(|(name, ty)| *ty != crate::schema::ColumnType::String && !typed_by_the_job(name))
+        .collect();
+    Ok((!columns.is_empty()).then_some(StageSpec::Cast {
+        columns,
+        format: None,
+        timezone: None,
+    }))
+}
+
 /// `--dry-run`: what a load would do, reading only.
 fn dry_run(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     let started = Instant::now();
@@ -359,6 +389,10 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         // The schema's checks and casts run first, and are journaled like any stage.
         let first = schema.stages_for(&columns)?;
         options.stages.splice(0..0, first);
+    }
+    if let Some(cast) = json_types(&plan.new, &options)? {
+        // JSON carries types: the sampled ones are cast first, journaled like any stage.
+        options.stages.insert(0, cast);
     }
     let mut run = RunStarted {
         run_id: new_run_id(),

@@ -25,6 +25,9 @@ pub enum ColumnType {
     Bool,
     Date,
     Timestamp,
+    /// A JSON value (an object or an array, say) kept as its JSON text: written as JSON
+    /// into JSON lines, as text into CSV and Parquet.
+    Json,
 }
 
 impl ColumnType {
@@ -47,6 +50,7 @@ impl fmt::Display for ColumnType {
             ColumnType::Bool => f.write_str("bool"),
             ColumnType::Date => f.write_str("date"),
             ColumnType::Timestamp => f.write_str("timestamp"),
+            ColumnType::Json => f.write_str("json"),
         }
     }
 }
@@ -63,6 +67,7 @@ impl FromStr for ColumnType {
             "bool" | "boolean" => Some(ColumnType::Bool),
             "date" => Some(ColumnType::Date),
             "timestamp" => Some(ColumnType::Timestamp),
+            "json" => Some(ColumnType::Json),
             _ => None,
         };
         if let Some(ty) = simple {

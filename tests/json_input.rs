@@ -8,8 +8,9 @@ use serde_json::Value;
 
 use crate::util::*;
 
-/// Columns holding JSON values other than strings: compared as parsed JSON, since the
-/// table keeps them as the producer wrote them (spacing included).
+/// Columns holding JSON values other than strings: compared as parsed JSON, numbers by
+/// value (a float column writes `1000.0` as `1000`), since the table keeps nested values
+/// as the producer wrote them (spacing included).
 const JSON_COLUMNS: [&str; 4] = ["event_id", "ms", "ok", "ctx"];
 
 fn decoded(path: &Path) -> String {
@@ -36,7 +37,10 @@ fn decoded(path: &Path) -> String {
 fn canonical(column: &str, value: &str) -> String {
     if JSON_COLUMNS.contains(&column) && !value.is_empty() {
         let parsed: Value = serde_json::from_str(value).expect("a JSON value");
-        parsed.to_string()
+        match parsed.as_f64() {
+            Some(n) => n.to_string(),
+            None => parsed.to_string(),
+        }
     } else {
         value.to_string()
     }
@@ -65,7 +69,7 @@ fn expected(dir: &Path) -> Vec<Row> {
                     Some(Value::String(s)) => s.clone(),
                     Some(other) => other.to_string(),
                 };
-                row.insert(column.to_string(), text);
+                row.insert(column.to_string(), canonical(column, &text));
             }
             rows.push(row);
         }
@@ -157,21 +161,18 @@ fn a_bad_json_line_fails_with_file_line_and_reason_or_goes_to_the_rejects() {
     assert_code(&out, 1);
     let text = stderr(&out);
     assert!(
-        text.contains(
-            "in/e.jsonl:2: key \"w\" is not a column (the input's first object has: id, v)"
-        ),
+        text.contains("in/e.jsonl:3: not a JSON object: key must be a string at column 10"),
         "{text}"
     );
     let out = w.run(&["-t", "t", "--recover", "--max-errors", "2"]);
     assert_code(&out, 0);
-    let rows: Vec<(String, String)> = table_rows(&w.path("t"))
+    // "w", first seen on line 2, is a column: null where an object lacks it.
+    let rows: Vec<(String, String, String)> = table_rows(&w.path("t"))
         .into_iter()
-        .map(|r| (r["id"].clone(), r["v"].clone()))
+        .map(|r| (r["id"].clone(), r["v"].clone(), r["w"].clone()))
         .collect();
-    assert_eq!(
-        rows,
-        [("1".into(), "a".into()), (String::new(), "d".into())]
-    );
+    let s = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
+    assert_eq!(rows, [s("1", "a", ""), s("2", "b", "0"), s("", "d", "")]);
     let rejects = w.path("t/_rejects/default");
     let file = std::fs::read_dir(&rejects)
         .unwrap()
@@ -191,19 +192,95 @@ fn a_bad_json_line_fails_with_file_line_and_reason_or_goes_to_the_rejects() {
         .collect();
     assert_eq!(
         reasons,
-        [
-            (
-                "2",
-                "key \"w\" is not a column (the input's first object has: id, v)",
-                "{\"id\": 2, \"v\": \"b\", \"w\": 0}"
-            ),
-            (
-                "3",
-                "not a JSON object: key must be a string at column 10",
-                "{\"id\": 3,, }"
-            )
-        ]
+        [(
+            "3",
+            "not a JSON object: key must be a string at column 10",
+            "{\"id\": 3,, }"
+        )]
     );
+}
+
+/// 1,001 objects: the first 1,000 are the sample (ids are integers, there is no key
+/// "late"); the last breaks both.
+fn past_the_sample(w: &Workdir) {
+    let mut text = String::new();
+    for i in 0..1000 {
+        text.push_str(&format!("{{\"id\": {i}, \"v\": \"x\"}}\n"));
+    }
+    text.push_str("{\"id\": \"n/a\", \"v\": \"y\", \"late\": 1}\n");
+    w.write("in/e.jsonl", text);
+}
+
+#[test]
+fn a_key_or_a_type_the_sample_did_not_see_is_a_bad_row_naming_the_way_out() {
+    let w = Workdir::new();
+    past_the_sample(&w);
+    let out = w.run(&["-t", "t", "in"]);
+    assert_code(&out, 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("in/e.jsonl:1001: key \"late\" is not a column")
+            && err.contains("--json-new-keys drop"),
+        "{err}"
+    );
+    let w = Workdir::new();
+    past_the_sample(&w);
+    let out = w.run(&["-t", "t", "--json-new-keys", "drop", "in"]);
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("in/e.jsonl:1001: column \"id\": cannot read \"n/a\" as int"),
+        "{}",
+        stderr(&out)
+    );
+    let out = w.run(&["-t", "t", "--recover", "--max-errors", "1"]);
+    assert_code(&out, 0);
+    assert_eq!(table_rows(&w.path("t")).len(), 1000);
+}
+
+/// Issue 13.8: JSON lines in, JSON lines out turned 1 into "1", true into "true" and
+/// nested values into strings, and a key the first object lacked failed its row.
+#[test]
+fn json_keeps_its_types_from_json_lines_to_json_lines() {
+    let w = Workdir::new();
+    w.write(
+        "in/e.jsonl",
+        "{\"id\": 1, \"ok\": true, \"ms\": 1.5}\n\
+         {\"id\": 2, \"ok\": false, \"ms\": 3, \"ctx\": {\"a\": [1, {\"b\": null}]}, \"tag\": \"x\"}\n\
+         {\"id\": 3, \"ok\": null, \"ms\": null, \"ctx\": [], \"tag\": null}\n",
+    );
+    let out = w.run(&["-t", "t", "--format", "jsonl", "in"]);
+    assert_code(&out, 0);
+    let file = walk(&w.path("t"))
+        .into_iter()
+        .find(|p| p.to_string_lossy().ends_with(".jsonl"))
+        .unwrap();
+    let rows: Vec<Value> = std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let want: Vec<Value> = [
+        r#"{"id": 1, "ok": true, "ms": 1.5, "ctx": null, "tag": null}"#,
+        r#"{"id": 2, "ok": false, "ms": 3.0, "ctx": {"a": [1, {"b": null}]}, "tag": "x"}"#,
+        r#"{"id": 3, "ok": null, "ms": null, "ctx": [], "tag": null}"#,
+    ]
+    .iter()
+    .map(|t| serde_json::from_str(t).unwrap())
+    .collect();
+    // ms: 3 read as a float is 3 in JSON, which serde_json tells from 3.0: compare ms by value.
+    let by_value = |rows: &[Value]| -> Vec<String> {
+        rows.iter()
+            .map(|r| {
+                let mut r = r.clone();
+                if let Some(ms) = r["ms"].as_f64() {
+                    r["ms"] = Value::String(ms.to_string());
+                }
+                r.to_string()
+            })
+            .collect()
+    };
+    assert_eq!(by_value(&rows), by_value(&want));
+    assert!(rows[0]["id"].is_i64() && rows[0]["ok"].is_boolean());
 }
 
 #[test]
@@ -220,4 +297,31 @@ fn a_first_line_that_is_not_an_object_is_a_clear_error() {
         "{}",
         stderr(&out)
     );
+}
+
+/// Issue 13.8: into Parquet, the sampled types are the column types; nested values are
+/// JSON text in a string column.
+#[cfg(feature = "parquet")]
+#[test]
+fn json_types_become_parquet_types() {
+    use arrow_schema::DataType;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    let w = Workdir::new();
+    w.fixture("events");
+    let out = w.run(&["-t", "t", "--format", "parquet", "events"]);
+    assert_code(&out, 0);
+    let file = walk(&w.path("t"))
+        .into_iter()
+        .find(|p| p.to_string_lossy().ends_with(".parquet"))
+        .unwrap();
+    let reader =
+        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(file).unwrap()).unwrap();
+    let schema = reader.schema().clone();
+    let ty = |name: &str| schema.field_with_name(name).unwrap().data_type().clone();
+    assert_eq!(ty("event_id"), DataType::Int64);
+    assert_eq!(ty("ms"), DataType::Float64);
+    assert_eq!(ty("ok"), DataType::Boolean);
+    assert_eq!(ty("ctx"), DataType::Utf8);
+    assert_eq!(ty("user"), DataType::Utf8);
 }

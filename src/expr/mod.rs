@@ -120,7 +120,7 @@ pub enum Ty {
 impl Ty {
     fn of(column: ColumnType) -> Ty {
         match column {
-            ColumnType::String => Ty::Str,
+            ColumnType::String | ColumnType::Json => Ty::Str,
             ColumnType::Int => Ty::Int,
             ColumnType::Float | ColumnType::Decimal { .. } => Ty::Float,
             ColumnType::Bool => Ty::Bool,

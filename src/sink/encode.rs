@@ -74,7 +74,7 @@ impl Layout {
         let json_kinds = types
             .iter()
             .map(|t| {
-                if t.is_numeric() || *t == ColumnType::Bool {
+                if t.is_numeric() || matches!(t, ColumnType::Bool | ColumnType::Json) {
                     JsonKind::Raw
                 } else {
                     JsonKind::Text

@@ -54,7 +54,7 @@ enum Builder {
 
 fn data_type(ty: ColumnType) -> DataType {
     match ty {
-        ColumnType::String => DataType::Utf8,
+        ColumnType::String | ColumnType::Json => DataType::Utf8,
         ColumnType::Int => DataType::Int64,
         ColumnType::Float => DataType::Float64,
         ColumnType::Decimal { precision, scale } => DataType::Decimal128(precision, scale as i8),
@@ -71,7 +71,9 @@ const BUILDER_START: usize = 64;
 fn builder(ty: ColumnType) -> Result<Builder> {
     let n = BUILDER_START;
     Ok(match ty {
-        ColumnType::String => Builder::Str(BinaryBuilder::with_capacity(n, n * 16)),
+        ColumnType::String | ColumnType::Json => {
+            Builder::Str(BinaryBuilder::with_capacity(n, n * 16))
+        }
         ColumnType::Int => Builder::Int(Int64Builder::with_capacity(n)),
         ColumnType::Float => Builder::Float(Float64Builder::with_capacity(n)),
         ColumnType::Decimal { precision, scale } => Builder::Decimal(

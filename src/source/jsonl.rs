@@ -1,15 +1,20 @@
 //! JSON lines input: one JSON object per line, its keys the columns.
 //!
-//! The first object of an input names its columns, in its key order (a table's columns
-//! come from its first input, as with a CSV header). Every later object is matched by
-//! key, in any order: a missing key is null; a key the first object does not have, a
-//! key given twice, or a line that is not a JSON object makes the row bad, exactly like
-//! a ragged CSV row (it fails the run, or goes to the rejects with `--max-errors`).
+//! The columns come from a sample: the first [`SAMPLE_ROWS`] objects of the run's JSON
+//! inputs, in order, every key in the order it first appears. So do their types (see
+//! [`Kinds`]): a key whose sampled values are all integers is an `int` column, all
+//! numbers `float`, all booleans `bool`, all objects or arrays `json`, anything else
+//! `string`; the load casts them, so a later row that breaks the type is a bad row that
+//! names it. Every object is matched by key, in any order: a missing key is null. A key
+//! the sample did not have is a bad row (`--json-new-keys error`, the default) or is
+//! ignored (`drop`); a key given twice, or a line that is not a JSON object, makes the
+//! row bad, exactly like a ragged CSV row (it fails the run, or goes to the rejects with
+//! `--max-errors`).
 //!
-//! Values: strings unescaped; numbers and booleans exactly as written (`1.50` stays
-//! `1.50`, so a `decimal` cast sees the digits the producer wrote); `null` is null;
-//! nested objects and arrays are kept as their JSON text, as written, for a later stage
-//! or the warehouse to unpack. Blank lines are skipped.
+//! Values: strings unescaped; numbers and booleans as written (a `decimal` cast sees the
+//! digits the producer wrote); `null` is null; nested objects and arrays are kept as
+//! their JSON text, as written, and stay JSON in JSON lines output. Blank lines are
+//! skipped.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -65,6 +70,74 @@ impl<'de> Deserialize<'de> for Object<'de> {
     }
 }
 
+/// Objects sampled for the columns and their types.
+pub const SAMPLE_ROWS: usize = 1000;
+
+/// What the sampled values of one key were (nulls aside).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Kinds {
+    pub int: bool,
+    pub float: bool,
+    pub boolean: bool,
+    pub string: bool,
+    pub nested: bool,
+}
+
+impl Kinds {
+    /// Notes one raw JSON value.
+    fn add(&mut self, raw: &str) {
+        match raw.as_bytes().first() {
+            Some(b'"') => self.string = true,
+            Some(b't' | b'f') => self.boolean = true,
+            Some(b'n') | None => {}
+            Some(b'{' | b'[') => self.nested = true,
+            Some(_) if raw.contains(['.', 'e', 'E']) || raw.parse::<i64>().is_err() => {
+                self.float = true
+            }
+            Some(_) => self.int = true,
+        }
+    }
+
+    /// The column type every sampled value fits: numbers stay numbers (an integer
+    /// column with one fraction is a float column), anything mixed is a string.
+    pub fn column_type(self) -> crate::schema::ColumnType {
+        use crate::schema::ColumnType;
+        let Kinds {
+            int,
+            float,
+            boolean,
+            string,
+            nested,
+        } = self;
+        match (int, float, boolean, string, nested) {
+            (true, false, false, false, false) => ColumnType::Int,
+            (_, true, false, false, false) => ColumnType::Float,
+            (false, false, true, false, false) => ColumnType::Bool,
+            (false, false, false, false, true) => ColumnType::Json,
+            _ => ColumnType::String,
+        }
+    }
+}
+
+/// Adds one sampled line's keys (in first-seen order) and value kinds; `false` for a
+/// line that is not an object (the load then reports it as a bad row).
+pub fn sample(line: &[u8], columns: &mut Vec<(String, Kinds)>) -> bool {
+    let Ok(object) = parse(line) else {
+        return false;
+    };
+    for (key, raw) in object.0 {
+        let at = match columns.iter().position(|(k, _)| *k == key.0) {
+            Some(at) => at,
+            None => {
+                columns.push((key.0.into_owned(), Kinds::default()));
+                columns.len() - 1
+            }
+        };
+        columns[at].1.add(raw.get());
+    }
+    true
+}
+
 /// The line without its line ending.
 pub fn content(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
@@ -111,14 +184,24 @@ pub struct Values {
     pub nulls: Vec<bool>,
 }
 
-/// Parses one line into `out`, ordered by `columns`; `Err` says why the row is bad.
-pub fn values(line: &[u8], columns: &[String], out: &mut Values) -> Result<(), String> {
+/// Parses one line into `out`, ordered by `columns`; `Err` says why the row is bad. A
+/// key that is not a column is an error, or ignored with `drop_new_keys`.
+pub fn values(
+    line: &[u8],
+    columns: &[String],
+    drop_new_keys: bool,
+    out: &mut Values,
+) -> Result<(), String> {
     let object = parse(line)?;
     let mut slots: Vec<Option<Option<Cow<str>>>> = vec![None; columns.len()];
     for (key, raw) in object.0 {
         let Some(i) = columns.iter().position(|c| *c == key.0) else {
+            if drop_new_keys {
+                continue;
+            }
             return Err(format!(
-                "key {:?} is not a column (the input's first object has: {})",
+                "key {:?} is not a column (the columns, from the first objects: {}); pass \
+                 --json-new-keys drop to ignore keys they did not have",
                 key.0,
                 columns.join(", ")
             ));
@@ -163,7 +246,7 @@ mod tests {
 
     fn row(line: &str, columns: &[&str]) -> Result<Vec<Option<String>>, String> {
         let mut out = Values::default();
-        values(line.as_bytes(), &cols(columns), &mut out)?;
+        values(line.as_bytes(), &cols(columns), false, &mut out)?;
         let mut start = 0;
         Ok(out
             .ends
@@ -218,7 +301,13 @@ mod tests {
         assert!(row(r#"{"a": 1, "a": 2}"#, &["a"])
             .unwrap_err()
             .contains("twice"));
-        let err = values(b"{\"a\": \"\xff\"}", &cols(&["a"]), &mut Values::default()).unwrap_err();
+        let err = values(
+            b"{\"a\": \"\xff\"}",
+            &cols(&["a"]),
+            false,
+            &mut Values::default(),
+        )
+        .unwrap_err();
         assert!(err.starts_with("not a JSON object"), "{err}");
     }
 }

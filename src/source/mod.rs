@@ -66,8 +66,12 @@ fn parse_hash(hex: &str) -> Result<u128> {
     u128::from_str_radix(hex, 16).with_context(|| format!("bad hash {hex:?} in the journal"))
 }
 
-/// Reads the header of the first non-empty input: the table's columns for this run.
+/// Reads the header of the first non-empty input: the table's columns for this run; for
+/// JSON lines, the keys of a sample of the objects (`jsonl.rs`).
 pub fn read_columns(inputs: &[Fingerprint], delimiter: u8) -> Result<Option<Vec<String>>> {
+    if let Some(sampled) = sample_json(inputs)? {
+        return Ok(Some(sampled.into_iter().map(|(k, _)| k).collect()));
+    }
     for input in inputs {
         let mut reader = InputReader::open(Path::new(&input.path), delimiter)?;
         if let Some(header) = read_header(&mut reader)? {
@@ -75,6 +79,36 @@ pub fn read_columns(inputs: &[Fingerprint], delimiter: u8) -> Result<Option<Vec<
         }
     }
     Ok(None)
+}
+
+/// The columns of a load whose first input is JSON lines, with the kinds of values the
+/// first `jsonl::SAMPLE_ROWS` objects of its JSON inputs hold; `None` when the first
+/// input is not JSON lines (or no JSON input holds an object).
+pub fn sample_json(inputs: &[Fingerprint]) -> Result<Option<Vec<(String, jsonl::Kinds)>>> {
+    use std::io::BufRead;
+    if !inputs.first().is_some_and(|i| reader::is_jsonl(&i.path)) {
+        return Ok(None);
+    }
+    let mut columns = Vec::new();
+    let mut sampled = 0;
+    for input in inputs.iter().filter(|i| reader::is_jsonl(&i.path)) {
+        let path = Path::new(&input.path);
+        let mut lines = std::io::BufReader::new(reader::open_decoded(path)?);
+        let mut line = Vec::new();
+        while sampled < jsonl::SAMPLE_ROWS {
+            line.clear();
+            let n = lines
+                .read_until(b'\n', &mut line)
+                .with_context(|| format!("cannot read input {}", path.display()))?;
+            if n == 0 {
+                break;
+            }
+            if !jsonl::is_blank(&line) && jsonl::sample(&line, &mut columns) {
+                sampled += 1;
+            }
+        }
+    }
+    Ok((!columns.is_empty()).then_some(columns))
 }
 
 /// Reads an input's header row; `None` for an input without one (empty).
@@ -142,6 +176,8 @@ pub struct SourcePlan {
     pub inputs: Vec<Fingerprint>,
     pub columns: Vec<String>,
     pub delimiter: u8,
+    /// JSON lines: ignore keys that are not columns (`--json-new-keys drop`).
+    pub drop_new_keys: bool,
     pub checkpoint_rows: u64,
     /// The first barrier's checkpoint number.
     pub first_checkpoint: u64,
@@ -249,7 +285,8 @@ pub fn run(
             }
             .into());
         }
-        let mut reader = InputReader::open(Path::new(&input.path), plan.delimiter)?;
+        let mut reader = InputReader::open(Path::new(&input.path), plan.delimiter)?
+            .with_json_columns(&plan.columns, plan.drop_new_keys);
         counters.set_file(&input.path);
         let Some(header) = read_header(&mut reader)? else {
             emit.done.push(InputDone {

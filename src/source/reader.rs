@@ -76,6 +76,11 @@ struct JsonLines {
     values: jsonl::Values,
     /// Why the current line is not a record.
     error: Option<String>,
+    /// The table's columns, when the load gives them (its sample of the inputs): then
+    /// the first object is a record like any other, and names nothing.
+    given: Option<Vec<String>>,
+    /// Ignore keys that are not columns, rather than make the row bad.
+    drop_new_keys: bool,
 }
 
 /// Counts the bytes read from the file itself (compressed, for a `.gz`), for progress.
@@ -327,6 +332,18 @@ impl InputReader {
         let Some(json) = &mut self.jsonl else {
             return Ok(false);
         };
+        if let Some(keys) = json.given.clone() {
+            let mut names = Vec::new();
+            let mut ends = Vec::with_capacity(keys.len());
+            for key in &keys {
+                names.extend_from_slice(key.as_bytes());
+                ends.push(names.len());
+            }
+            json.columns = keys;
+            json.pending = true;
+            self.set_fields(&names, &ends);
+            return Ok(true);
+        }
         let keys = jsonl::keys(&json.line).map_err(|e| {
             anyhow::anyhow!(
                 "{}:{}: the first line must be a JSON object whose keys name the columns; {e}",
@@ -406,7 +423,12 @@ impl InputReader {
         let Some(json) = &mut self.jsonl else {
             return Ok(false);
         };
-        match jsonl::values(&json.line, &json.columns, &mut json.values) {
+        match jsonl::values(
+            &json.line,
+            &json.columns,
+            json.drop_new_keys,
+            &mut json.values,
+        ) {
             Ok(()) => {
                 let (bytes, ends) = (
                     std::mem::take(&mut json.values.bytes),
@@ -545,6 +567,16 @@ impl InputReader {
     /// All fields of the current record.
     pub fn fields(&self) -> impl Iterator<Item = &[u8]> {
         (0..self.nfields).map(|i| self.field(i))
+    }
+
+    /// A JSON lines input's columns, as the load's sample found them (the header
+    /// becomes these), and what to do with a key that is not one. No effect on CSV.
+    pub fn with_json_columns(mut self, columns: &[String], drop_new_keys: bool) -> Self {
+        if let Some(json) = &mut self.jsonl {
+            json.given = Some(columns.to_vec());
+            json.drop_new_keys = drop_new_keys;
+        }
+        self
     }
 
     /// The field delimiter.

@@ -96,7 +96,7 @@ impl Caster {
             ColumnType::Bool => bytes == b"true" || bytes == b"false",
             ColumnType::Date => canonical::date(bytes).is_some(),
             ColumnType::Timestamp => canonical::timestamp_date(bytes).is_some(),
-            ColumnType::Float => false,
+            ColumnType::Float | ColumnType::Json => false,
         }
     }
 
@@ -146,6 +146,12 @@ impl Caster {
                 date.map_err(|_| expected())?.to_string()
             }
             ColumnType::Timestamp => self.timestamp(text).map_err(|_| expected())?.to_string(),
+            // Checked, and kept exactly as written (spacing and all).
+            ColumnType::Json => {
+                serde_json::from_str::<&serde_json::value::RawValue>(text)
+                    .map_err(|_| expected())?;
+                text.to_string()
+            }
         }))
     }
 
@@ -167,6 +173,7 @@ impl Caster {
                 "5".repeat(scale.max(1).into())
             ),
             ColumnType::Bool => "expected true or false (also yes/no, t/f, y/n, 1/0)".into(),
+            ColumnType::Json => "expected a JSON value, such as {\"a\": [1, 2]}".into(),
             ColumnType::Date => format!(
                 "expected a date such as 2026-11-28; {}",
                 format_hint("%d/%m/%Y")
