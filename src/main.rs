@@ -65,16 +65,16 @@ fn bad_command_line(err: clap::Error) -> ExitCode {
         err.exit();
     }
     let args: Vec<String> = std::env::args().collect();
-    let has = |flag: &str, short: &str| args.iter().any(|a| a == flag || a == short);
+    let has = |flags: &[&str]| args.iter().any(|a| flags.contains(&a.as_str()));
     let text = err.to_string();
     let first = text.lines().next().unwrap_or("bad command line").trim();
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    if has("--quiet", "-q") {
+    if has(&["--quiet", "-q"]) {
         eprintln!("ingest: {first}");
     } else {
         eprint!("{text}");
     }
-    if has("--json", "--json") {
+    if has(&["--json"]) {
         let err = anyhow::Error::new(ingest::exit::UsageError(first.to_string()));
         print_json(&Failure::of(&err, None));
     }
