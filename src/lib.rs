@@ -18,9 +18,12 @@
 //! - [`sink`]: staging areas, preCommit, publish (commit), abort; Hive paths; the
 //!   partition exchange of `--mode overwrite-partitions`.
 //! - [`checkpoint`]: the coordinator; [`journal`]: its durable log; [`manifest`]: loaded
-//!   inputs; [`recover`]: roll forward, roll back, resume.
-//! - [`run`] and [`pipeline`]: a load end to end; [`fsutil`]: every fsync, rename and
-//!   lock; [`failpoint`]: named crash points for the crash tests.
+//!   inputs; [`recover`]: roll forward, roll back, resume; [`abort`]: undo an
+//!   interrupted run as if it had never started.
+//! - [`run`], [`plan`] and [`pipeline`]: a load end to end (the inputs it takes, the
+//!   threads it runs); [`contract`]: what every file of the table agrees on;
+//!   [`fsutil`]: every fsync, rename and lock; [`failpoint`]: named crash points for the
+//!   crash tests.
 //! - Around them: [`cli`] → [`config`] (flags into checked settings), [`exit`] (exit
 //!   codes), [`report`] (summaries), [`progress`] (the bar), [`signals`] (stop at a
 //!   checkpoint boundary), [`status`] (`--status`).
@@ -43,6 +46,7 @@ pub mod malloc;
 pub mod manifest;
 pub mod manpage;
 pub mod pipeline;
+pub mod plan;
 pub mod prefetch;
 pub mod progress;
 pub mod recover;

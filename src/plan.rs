@@ -1,0 +1,200 @@
+//! What a load would read, decided before anything is written: the inputs offered,
+//! sorted by what the manifest says of them (new, loaded, changed, a copy of a loaded
+//! one), the cast a JSON lines load gets from its sample, and `--dry-run`, which prints
+//! that and stops.
+
+use std::time::Instant;
+
+use anyhow::Result;
+
+use crate::config::LoadConfig;
+use crate::journal;
+use crate::manifest::{Manifest, Status};
+use crate::report::{InputVerdict, Messages, Summary};
+use crate::run::interrupted_error;
+use crate::source::{self, discover, Fingerprint};
+use crate::stage::spec::StageSpec;
+use crate::table::JobLayout;
+
+/// The inputs a load would read, sorted by what the manifest says of them.
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub new: Vec<Fingerprint>,
+    pub loaded: Vec<Fingerprint>,
+    pub changed: Vec<(Fingerprint, crate::manifest::Entry)>,
+    /// New paths whose content is a loaded input's, or an earlier new input's: a copy
+    /// or a renamed file; (the input, the path it copies, the run that loaded that).
+    pub copies: Vec<(Fingerprint, String, Option<String>)>,
+}
+
+/// Sorts the inputs `cfg` offers by what `manifest` says of them.
+pub fn plan(cfg: &LoadConfig, manifest: &Manifest) -> Result<Plan> {
+    let mut plan = Plan::default();
+    for path in discover::discover(&cfg.inputs, &cfg.common.table)? {
+        let fingerprint = discover::fingerprint(&path)?;
+        if cfg.reload {
+            plan.new.push(fingerprint);
+            continue;
+        }
+        match manifest.status(&fingerprint)? {
+            Status::New => plan.new.push(fingerprint),
+            Status::Loaded => plan.loaded.push(fingerprint),
+            Status::Changed(was) => plan.changed.push((fingerprint, was)),
+        }
+    }
+    if !cfg.reload {
+        find_copies(&mut plan, manifest)?;
+    }
+    Ok(plan)
+}
+
+/// Moves new inputs whose whole content equals a loaded input's (or an earlier new
+/// input's) into `plan.copies`: the manifest is keyed by path, so a copied or renamed
+/// file would otherwise load its rows again.
+///
+/// Only inputs of a size some other input has are hashed (a full read, before the
+/// load): a copy has its original's size, and a file of a size nothing else has cannot
+/// be one, so an ordinary load reads nothing twice.
+fn find_copies(plan: &mut Plan, manifest: &Manifest) -> Result<()> {
+    let loaded = manifest.by_size();
+    let mut new_sizes: std::collections::HashMap<u64, usize> = Default::default();
+    for input in &plan.new {
+        *new_sizes.entry(input.size).or_default() += 1;
+    }
+    let mut seen: std::collections::HashMap<String, String> = Default::default();
+    let mut keep = Vec::with_capacity(plan.new.len());
+    for input in std::mem::take(&mut plan.new) {
+        let twins = loaded.get(&input.size);
+        if twins.is_none() && new_sizes.get(&input.size).is_none_or(|&n| n < 2) {
+            keep.push(input);
+            continue;
+        }
+        let (hash, lines) = source::reader::hash_input_lines(std::path::Path::new(&input.path))?;
+        let hash = source::hash_hex(hash);
+        // A file with no data rows (a header alone, or nothing) loads nothing twice: the
+        // empty exports of quiet days all look alike and are no copies.
+        let header_lines = u64::from(!source::reader::is_jsonl(&input.path));
+        if lines <= header_lines {
+            keep.push(input);
+            continue;
+        }
+        if let Some(entry) = twins.and_then(|t| t.iter().find(|e| e.hash == hash)) {
+            let (path, run) = (entry.fingerprint.path.clone(), entry.run_id.clone());
+            plan.copies.push((input, path, Some(run)));
+        } else if let Some(first) = seen.get(&hash) {
+            let first = first.clone();
+            plan.copies.push((input, first, None));
+        } else {
+            seen.insert(hash, input.path.clone());
+            keep.push(input);
+        }
+    }
+    plan.new = keep;
+    Ok(())
+}
+
+/// The cast a JSON lines load gets from its sample (`jsonl.rs`): every column whose
+/// sampled values are all integers, numbers, booleans or nested JSON, except columns the
+/// job already types itself (its `[schema]` or a cast stage), whose word is final.
+pub fn json_types(
+    inputs: &[Fingerprint],
+    options: &crate::config::RunOptions,
+) -> Result<Option<StageSpec>> {
+    let Some(sampled) = source::sample_json(inputs)? else {
+        return Ok(None);
+    };
+    let typed_by_the_job = |name: &str| {
+        options.schema.as_ref().is_some_and(|s| s.declares(name))
+            || options
+                .stages
+                .iter()
+                .any(|s| matches!(s, StageSpec::Cast { columns, .. } if columns.contains_key(name)))
+    };
+    let columns: std::collections::BTreeMap<String, crate::schema::ColumnType> = sampled
+        .into_iter()
+        .map(|(name, kinds)| (name, kinds.column_type()))
+        .filter(|(name, ty)| *ty != crate::schema::ColumnType::String && !typed_by_the_job(name))
+        .collect();
+    Ok((!columns.is_empty()).then_some(StageSpec::Cast {
+        columns,
+        format: None,
+        timezone: None,
+    }))
+}
+
+/// `--dry-run`: what a load would do, reading only.
+pub fn dry_run(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
+    let started = Instant::now();
+    let layout = JobLayout::new(&cfg.common.table, &cfg.common.job);
+    let manifest = Manifest::load(&layout.manifest())?;
+    if let Some(log) = journal::replay(&layout.journal())?.log {
+        if !log.finished {
+            messages.note(&format!(
+                "a load would refuse to start: {}",
+                interrupted_error(&cfg.common, &log)
+            ));
+        }
+    }
+    let plan = plan(cfg, &manifest)?;
+    let mut verdicts = Vec::new();
+    for input in &plan.new {
+        verdicts.push(InputVerdict {
+            path: input.path.clone(),
+            size: input.size,
+            verdict: "new",
+            loaded_by: None,
+        });
+    }
+    for input in &plan.loaded {
+        verdicts.push(InputVerdict {
+            path: input.path.clone(),
+            size: input.size,
+            verdict: "loaded",
+            loaded_by: manifest.loaded_by(&input.path),
+        });
+    }
+    for (input, _, run) in &plan.copies {
+        verdicts.push(InputVerdict {
+            path: input.path.clone(),
+            size: input.size,
+            verdict: "copy",
+            loaded_by: run.clone(),
+        });
+    }
+    for (input, was) in &plan.changed {
+        verdicts.push(InputVerdict {
+            path: input.path.clone(),
+            size: input.size,
+            verdict: "changed",
+            loaded_by: Some(was.run_id.clone()),
+        });
+    }
+    if !cfg.common.json {
+        for v in &verdicts {
+            match (v.verdict, &v.loaded_by) {
+                ("changed", Some(run)) => {
+                    let was = plan
+                        .changed
+                        .iter()
+                        .find(|(i, _)| i.path == v.path)
+                        .map_or(0, |(_, e)| e.fingerprint.size);
+                    println!(
+                        "changed\t{}\t{} bytes (was {was} bytes, loaded by run {run})",
+                        v.path, v.size
+                    )
+                }
+                (verdict, _) => println!("{verdict}\t{}\t{} bytes", v.path, v.size),
+            }
+        }
+    }
+    let mut summary = Summary::nothing(
+        "dry-run",
+        &cfg.common.job,
+        plan.loaded.len() as u64,
+        started.elapsed(),
+    );
+    summary.inputs_loaded = plan.new.len() as u64;
+    summary.inputs_changed = plan.changed.len() as u64;
+    summary.inputs = Some(verdicts);
+    Ok(summary)
+}
