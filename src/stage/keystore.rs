@@ -4,7 +4,7 @@
 //!
 //! One file per key (the columns it is made of), `_ingest/JOB/keys/KEY.keys`: the
 //! journal's framing (`journal.rs`) with magic `INGESTK\x01`; the first frame is a
-//! [`Header`], then two frames per folded run, a [`Segment`] and the run's new digests
+//! `Header`, then two frames per folded run, a `Segment` and the run's new digests
 //! (16 bytes each, exactly what its dedupe snapshots held).
 //!
 //! # Exactly once
