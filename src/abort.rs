@@ -31,13 +31,13 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use crate::cli::Mode;
 use crate::config::Common;
 use crate::contract;
 use crate::failpoint;
 use crate::fsutil;
 use crate::journal::{self, Journal, Record, RunLog};
 use crate::manifest::Manifest;
+use crate::options::Mode;
 use crate::report::{Messages, Summary};
 use crate::run::{self, lock_job};
 use crate::sink::pending;

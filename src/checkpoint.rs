@@ -43,9 +43,9 @@ use std::sync::Arc;
 
 use anyhow::{bail, Result};
 
-use crate::cli::Mode;
 use crate::failpoint;
 use crate::journal::{Checkpoint, Journal, Record};
+use crate::options::Mode;
 use crate::progress::Counters;
 use crate::sink::{self, PreCommitted};
 use crate::source::{InputDone, Position};

@@ -4,7 +4,9 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
+
+use crate::options::{Compression, Format, Mode, ProgressMode};
 
 /// Rows between checkpoints when `--checkpoint-rows` is not given.
 pub const DEFAULT_CHECKPOINT_ROWS: u64 = 1_000_000;
@@ -79,7 +81,7 @@ pub struct Cli {
 
     /// Compress data files: .csv.gz, .jsonl.zst, …; Parquet inside the file [default: none; zstd for parquet]
     #[arg(long, value_enum)]
-    pub compression: Option<crate::sink::encode::Compression>,
+    pub compression: Option<Compression>,
 
     /// How the load changes the table: add files, or replace every partition it touches
     /// as a whole (atomically, at the end of the run) [default: append]
@@ -252,40 +254,3 @@ const LOAD_ONLY: [&str; 25] = [
     "select",
     "drop_columns",
 ];
-
-/// When to draw the progress bar.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ProgressMode {
-    /// Only when stderr is a terminal
-    Auto,
-    /// Even when stderr is not a terminal
-    Always,
-    /// Never
-    Never,
-}
-
-/// Output file formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    /// CSV with a header row (`.csv`)
-    Csv,
-    /// JSON lines, one object per row (`.jsonl`)
-    Jsonl,
-    /// Apache Parquet (`.parquet`)
-    Parquet,
-}
-
-/// Write modes.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    /// Add the load's files to the table; existing files are never touched
-    #[default]
-    Append,
-    /// Replace each partition the load writes to, as a whole, when the run finishes;
-    /// partitions it does not write to are never changed
-    OverwritePartitions,
-}

@@ -7,11 +7,12 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{Cli, Format, Mode, ProgressMode, DEFAULT_CHECKPOINT_ROWS};
+use crate::cli::{Cli, DEFAULT_CHECKPOINT_ROWS};
 use crate::exit::UsageError;
 use crate::jobfile::{self, JobFile, SchemaSpec};
+use crate::options::Compression;
+use crate::options::{Format, Mode, ProgressMode};
 use crate::schema::ColumnType;
-use crate::sink::encode::Compression;
 use crate::stage::spec::StageSpec;
 
 /// What the command line asks for.

@@ -26,11 +26,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::cli::Format;
 use crate::config::RunOptions;
 use crate::fsutil;
+use crate::options::Compression;
+use crate::options::Format;
 use crate::schema::{Column, Schema};
-use crate::sink::encode::Compression;
 
 const VERSION: u32 = 1;
 

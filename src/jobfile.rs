@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::cli::Format;
+use crate::options::Format;
 use crate::schema::ColumnType;
 use crate::stage::spec::StageSpec;
 
@@ -148,9 +148,9 @@ pub struct JobFile {
     pub checkpoint_rows: Option<u64>,
     pub max_errors: Option<u64>,
     pub format: Option<Format>,
-    pub compression: Option<crate::sink::encode::Compression>,
+    pub compression: Option<crate::options::Compression>,
     pub target_file_size: Option<String>,
-    pub mode: Option<crate::cli::Mode>,
+    pub mode: Option<crate::options::Mode>,
     /// JSON lines: `error` (default) or `drop` for keys the sample did not have.
     pub json_new_keys: Option<crate::config::NewKeys>,
     /// How the load may change the table's contract (`add-columns`).

@@ -24,9 +24,10 @@
 //!   threads it runs); [`contract`]: what every file of the table agrees on;
 //!   [`fsutil`]: every fsync, rename and lock; [`failpoint`]: named crash points for the
 //!   crash tests.
-//! - Around them: [`cli`] → [`config`] (flags into checked settings), [`exit`] (exit
-//!   codes), [`report`] (summaries), [`progress`] (the bar), [`signals`] (stop at a
-//!   checkpoint boundary), [`status`] (`--status`).
+//! - Around them: [`cli`] → [`config`] (flags into checked settings; [`options`]: the
+//!   output options as plain enums, so nothing below the command line imports `cli`),
+//!   [`exit`] (exit codes), [`report`] (summaries), [`progress`] (the bar), [`signals`]
+//!   (stop at a checkpoint boundary), [`status`] (`--status`).
 
 pub mod abort;
 pub mod batch;
@@ -45,6 +46,7 @@ pub mod journal;
 pub mod malloc;
 pub mod manifest;
 pub mod manpage;
+pub mod options;
 pub mod pipeline;
 pub mod plan;
 pub mod prefetch;

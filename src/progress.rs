@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{HumanCount, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::ProgressMode;
+use crate::options::ProgressMode;
 
 /// Figures the pipeline updates as it goes.
 #[derive(Debug, Default)]

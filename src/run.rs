@@ -8,7 +8,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 
-use crate::cli::Mode;
 use crate::config::{Common, LoadConfig};
 use crate::contract::{self, Contract, Settled};
 use crate::exit::{LockHeld, Stopped};
@@ -16,6 +15,7 @@ use crate::failpoint;
 use crate::fsutil::{self, LockError};
 use crate::journal::{self, Journal, Record, RunLog, RunStarted};
 use crate::manifest::Manifest;
+use crate::options::Mode;
 use crate::pipeline;
 use crate::plan::{dry_run, json_types, plan};
 use crate::progress::Progress;

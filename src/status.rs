@@ -5,10 +5,10 @@ use std::io::Write;
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::cli::Mode;
 use crate::config::Common;
 use crate::journal::{self, RunLog};
 use crate::manifest::Manifest;
+use crate::options::Mode;
 use crate::table::JobLayout;
 
 /// One job's state.

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
-use crate::cli::Mode;
 use crate::failpoint;
 use crate::fsutil;
 use crate::journal::Checkpoint;
+use crate::options::Mode;
 use crate::table::JobLayout;
 
 /// commit: publishes a completed checkpoint's staged files into the table.

@@ -10,7 +10,7 @@ use std::io::{BufWriter, Write};
 use anyhow::{Context, Result};
 
 use crate::batch::RecordBatch;
-use crate::cli::Format;
+use crate::options::{Compression, Format};
 use crate::schema::ColumnType;
 
 /// How each body column is written in JSON.
@@ -87,43 +87,6 @@ impl Layout {
             types: types.to_vec(),
             json_keys,
             json_kinds,
-        }
-    }
-}
-
-/// Output compression of data files.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    serde::Serialize,
-    serde::Deserialize,
-    clap::ValueEnum,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Compression {
-    /// Plain files
-    #[default]
-    None,
-    /// gzip (`.gz`)
-    Gzip,
-    /// Zstandard (`.zst`; inside Parquet files, their default)
-    Zstd,
-    /// Snappy (Parquet only)
-    Snappy,
-}
-
-impl Compression {
-    /// The suffix after the format's extension.
-    pub fn suffix(self) -> &'static str {
-        match self {
-            Compression::None => "",
-            Compression::Gzip => ".gz",
-            Compression::Zstd => ".zst",
-            Compression::Snappy => "",
         }
     }
 }

@@ -36,12 +36,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::batch::{Barrier, Msg, RecordBatch, Returns};
 use crate::checkpoint::Ack;
-use crate::cli::Format;
 use crate::failpoint;
 use crate::fsutil;
+use crate::options::Compression;
+use crate::options::Format;
 use crate::schema::Schema;
 use crate::table::JobLayout;
-use encode::{Compression, Encoder, Finished, Layout};
+use encode::{Encoder, Finished, Layout};
 
 /// Suffix of staged files: matches no reader's glob for a committed extension.
 pub const STAGED_SUFFIX: &str = ".inprogress";

@@ -29,10 +29,11 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
-use super::encode::{Compression, Counted, Layout};
+use super::encode::{Counted, Layout};
 use crate::batch::RecordBatch;
 use crate::canonical;
 use crate::fsutil;
+use crate::options::Compression;
 use crate::schema::ColumnType;
 
 /// Rows buffered in the Arrow builders before they go to the Parquet writer.

@@ -9,9 +9,10 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use foldhash::fast::RandomState;
 
-use super::encode::{Compression, Encoder};
-use crate::cli::Format;
+use super::encode::Encoder;
 use crate::fsutil;
+use crate::options::Compression;
+use crate::options::Format;
 use crate::table::JobLayout;
 
 pub(super) struct PartFile {
