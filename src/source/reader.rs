@@ -332,25 +332,18 @@ impl InputReader {
         let Some(json) = &mut self.jsonl else {
             return Ok(false);
         };
-        if let Some(keys) = json.given.clone() {
-            let mut names = Vec::new();
-            let mut ends = Vec::with_capacity(keys.len());
-            for key in &keys {
-                names.extend_from_slice(key.as_bytes());
-                ends.push(names.len());
-            }
-            json.columns = keys;
-            json.pending = true;
-            self.set_fields(&names, &ends);
-            return Ok(true);
-        }
-        let keys = jsonl::keys(&json.line).map_err(|e| {
-            anyhow::anyhow!(
-                "{}:{}: the first line must be a JSON object whose keys name the columns; {e}",
-                self.name,
-                self.record_line
-            )
-        })?;
+        // The load's sampled columns when it gave them, else the first object's keys;
+        // either way that first object is still to be returned as a record.
+        let keys = match json.given.clone() {
+            Some(keys) => keys,
+            None => jsonl::keys(&json.line).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}:{}: the first line must be a JSON object whose keys name the columns; {e}",
+                    self.name,
+                    self.record_line
+                )
+            })?,
+        };
         let mut names = Vec::new();
         let mut ends = Vec::with_capacity(keys.len());
         for key in &keys {

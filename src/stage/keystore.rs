@@ -165,6 +165,11 @@ pub fn fold(job_dir: &Path, log: &RunLog) -> Result<()> {
         }
         let dir = file.parent().context("a key file needs a directory")?;
         fsutil::create_dir_all_durable(dir)?;
+        // `keys/` may predate a crash that skipped its fsync into the job directory, and
+        // the snapshots these keys come from are removed right after this fold. (Today
+        // the journal's settle at the start of every fold already fsyncs that directory;
+        // this keeps the key file from relying on it.)
+        fsutil::sync_parent(dir)?;
         fsutil::write_atomic(&file, &bytes)?;
     }
     Ok(())
