@@ -7,6 +7,7 @@
 //! the first one appears. Bad rows a stage turns away travel with the batch as rejects,
 //! so they reach the sink, and the same checkpoint, as the rows around them.
 
+use crate::protocol::Barrier;
 use crate::schema::ColumnType;
 
 /// Rows per batch: large enough to amortise a channel hop, small enough to stay in cache.
@@ -467,14 +468,6 @@ impl Spares {
             Err(_) => RecordBatch::new(ncols),
         }
     }
-}
-
-/// A checkpoint barrier: every record sent before it belongs to checkpoint `checkpoint`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Barrier {
-    pub checkpoint: u64,
-    /// The final barrier of the run: no record follows it.
-    pub last: bool,
 }
 
 /// A message on a pipeline channel.

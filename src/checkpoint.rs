@@ -47,41 +47,17 @@ use crate::failpoint;
 use crate::journal::{Checkpoint, Journal, Record};
 use crate::options::Mode;
 use crate::progress::Counters;
-use crate::sink::{self, PreCommitted};
-use crate::source::{InputDone, Position};
-use crate::stage::{self, SnapshotRef};
+use crate::protocol::{Ack, Flushed, InputDone, Position, SnapshotRef};
+use crate::sink;
+use crate::stage;
 use crate::table::JobLayout;
-
-/// A participant's acknowledgement of a checkpoint barrier.
-#[derive(Debug)]
-pub enum Ack {
-    /// The source emitted barrier n at `position`.
-    Source {
-        checkpoint: u64,
-        position: Position,
-        inputs_done: Vec<InputDone>,
-        rows_read: u64,
-        last: bool,
-    },
-    /// A stage snapshotted its state for n.
-    Stage {
-        checkpoint: u64,
-        snapshot: Option<SnapshotRef>,
-    },
-    /// The sink preCommitted n: these files are durable in its staging area.
-    /// The sink flushed n's files; the coordinator makes them durable before journaling.
-    Sink {
-        checkpoint: u64,
-        flushed: PreCommitted,
-    },
-}
 
 #[derive(Default)]
 struct Partial {
     acks: usize,
     source: Option<(Position, Vec<InputDone>, u64, bool)>,
     snapshots: Vec<SnapshotRef>,
-    sink: Option<PreCommitted>,
+    sink: Option<Box<dyn Flushed>>,
 }
 
 /// Turns acknowledgements into durable, committed checkpoints.
@@ -164,7 +140,7 @@ impl<'a> Coordinator<'a> {
         else {
             bail!("checkpoint {n} was acknowledged without its source or sink");
         };
-        let (rows_written, rejects) = (flushed.rows, flushed.rejects);
+        let (rows_written, rejects) = (flushed.rows(), flushed.rejects());
         stage::make_durable(&self.layout.dir, &partial.snapshots)?;
         let files = flushed.make_durable()?;
         let checkpoint = Checkpoint {

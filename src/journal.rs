@@ -28,9 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::RunOptions;
 use crate::fsutil;
-use crate::sink::StagedFile;
-use crate::source::{Fingerprint, InputDone, Position};
-use crate::stage::SnapshotRef;
+use crate::protocol::{Fingerprint, InputDone, Position, SnapshotRef, StagedFile};
 
 const JOURNAL_MAGIC: &[u8; 8] = b"INGESTJ\x01";
 const FRAME_HEADER: usize = 8;

@@ -51,6 +51,7 @@ pub mod pipeline;
 pub mod plan;
 pub mod prefetch;
 pub mod progress;
+pub mod protocol;
 pub mod recover;
 pub mod report;
 pub mod run;

@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 use crate::failpoint;
 use crate::fsutil;
 use crate::journal::{decode_frames, encode_frame, RunLog};
-use crate::source::{hash_hex, reader, Fingerprint};
+use crate::protocol::Fingerprint;
+use crate::source::{hash_hex, reader};
 
 const MANIFEST_MAGIC: &[u8; 8] = b"INGESTM\x01";
 

@@ -17,11 +17,12 @@ use crate::checkpoint::Coordinator;
 use crate::fsutil;
 use crate::journal::{Checkpoint, Journal, RunStarted};
 use crate::progress::Counters;
+use crate::protocol::{Fingerprint, SnapshotRef};
 use crate::schema::Schema;
 use crate::sink::{self, Output, Rejects, TableSink};
 use crate::source::{self, SourcePlan};
 use crate::stage::spec::{self, RunContext};
-use crate::stage::{self, keystore, SnapshotRef, SnapshotStore, Stage};
+use crate::stage::{self, keystore, SnapshotStore, Stage};
 use crate::table::JobLayout;
 
 /// Batches in flight per channel (and recycled from sink to source). Three threads
@@ -51,7 +52,7 @@ type IdentifiedStage = (String, Box<dyn Stage>);
 
 /// The bytes the parser will read from `inputs` in all, as their sizes on disk tell; 0
 /// (unknown) if any is compressed.
-fn decoded_bytes(inputs: &[source::Fingerprint]) -> u64 {
+fn decoded_bytes(inputs: &[Fingerprint]) -> u64 {
     if inputs
         .iter()
         .any(|i| source::reader::is_compressed(&i.path))
@@ -246,7 +247,7 @@ mod tests {
 
     #[test]
     fn compressed_inputs_leave_the_decoded_size_unknown() {
-        let input = |path: &str, size| source::Fingerprint {
+        let input = |path: &str, size| Fingerprint {
             path: path.into(),
             size,
             mtime_ns: 0,

@@ -10,9 +10,10 @@ use anyhow::Result;
 use crate::config::LoadConfig;
 use crate::journal;
 use crate::manifest::{Manifest, Status};
+use crate::protocol::Fingerprint;
 use crate::report::{InputVerdict, Messages, Summary};
 use crate::run::interrupted_error;
-use crate::source::{self, discover, Fingerprint};
+use crate::source::{self, discover};
 use crate::stage::spec::StageSpec;
 use crate::table::JobLayout;
 

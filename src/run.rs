@@ -19,10 +19,11 @@ use crate::options::Mode;
 use crate::pipeline;
 use crate::plan::{dry_run, json_types, plan};
 use crate::progress::Progress;
+use crate::protocol::Fingerprint;
 use crate::report::{Messages, Summary};
 use crate::signals;
 use crate::sink::{overwrite, pending};
-use crate::source::{self, Fingerprint};
+use crate::source;
 use crate::table::JobLayout;
 
 /// Creates the job's directory and takes its lock, waiting up to `wait` for it, or fails

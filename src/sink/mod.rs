@@ -32,14 +32,13 @@ use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender};
 
 use anyhow::{anyhow, bail, Context, Result};
-use serde::{Deserialize, Serialize};
 
-use crate::batch::{Barrier, Msg, RecordBatch, Returns};
-use crate::checkpoint::Ack;
+use crate::batch::{Msg, RecordBatch, Returns};
 use crate::failpoint;
 use crate::fsutil;
 use crate::options::Compression;
 use crate::options::Format;
+use crate::protocol::{Ack, Barrier, Flushed, StagedFile, REJECTS_DIR};
 use crate::schema::Schema;
 use crate::table::JobLayout;
 use encode::{Encoder, Finished, Layout};
@@ -47,29 +46,6 @@ use encode::{Encoder, Finished, Layout};
 /// Suffix of staged files: matches no reader's glob for a committed extension.
 pub const STAGED_SUFFIX: &str = ".inprogress";
 const WRITE_BUFFER: usize = 64 * 1024;
-
-/// One staged file as the journal records it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StagedFile {
-    /// Relative to the job's directory.
-    pub staged: String,
-    /// Relative to the table directory.
-    pub dest: String,
-    pub size: u64,
-    pub rows: u64,
-}
-
-/// The table directory holding each job's rejects files (hidden from readers).
-pub const REJECTS_DIR: &str = "_rejects";
-
-impl StagedFile {
-    /// A rejects file, rather than table data.
-    pub fn is_rejects(&self) -> bool {
-        self.dest
-            .strip_prefix(REJECTS_DIR)
-            .is_some_and(|rest| rest.starts_with('/'))
-    }
-}
 
 /// How data files are written.
 #[derive(Debug, Clone, Copy)]
@@ -482,16 +458,22 @@ pub struct PreCommitted {
     dir: PathBuf,
     /// Each staged file, still open (or finishing) unless the open-file cap closed it.
     files: Vec<(Option<Finished>, PathBuf, StagedFile)>,
-    /// Rows written in the transaction.
-    pub rows: u64,
-    /// Bad rows written to its rejects file.
-    pub rejects: u64,
+    rows: u64,
+    rejects: u64,
 }
 
-impl PreCommitted {
+impl Flushed for PreCommitted {
+    fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    fn rejects(&self) -> u64 {
+        self.rejects
+    }
+
     /// preCommit, second half: fsyncs every staged file and the staging directory, and
     /// returns the files as the journal records them.
-    pub fn make_durable(self) -> Result<Vec<StagedFile>> {
+    fn make_durable(self: Box<Self>) -> Result<Vec<StagedFile>> {
         let mut out = Vec::with_capacity(self.files.len());
         for (file, path, mut staged) in self.files {
             let open = match file {
@@ -549,7 +531,7 @@ pub fn run(
                     let flushed = sink.pre_commit(barrier)?;
                     acks.send(Ack::Sink {
                         checkpoint: barrier.checkpoint,
-                        flushed,
+                        flushed: Box::new(flushed),
                     })
                     .map_err(|_| anyhow!("the coordinator stopped"))?;
                     if barrier.last {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use walkdir::WalkDir;
 
-use super::Fingerprint;
+use crate::protocol::Fingerprint;
 
 /// Expands the command-line inputs into canonical file paths: argument order, then sorted
 /// path order inside each directory; a file named twice is read once. Nothing under

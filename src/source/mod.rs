@@ -13,49 +13,14 @@ use std::sync::mpsc::{Sender, SyncSender};
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
-use serde::{Deserialize, Serialize};
 
-use crate::batch::{Barrier, Msg, RecordBatch, Reject, Spares, BATCH_ROWS};
-use crate::checkpoint::Ack;
+use crate::batch::{Msg, RecordBatch, Reject, Spares, BATCH_ROWS};
 use crate::exit::Stopped;
 use crate::failpoint;
 use crate::progress::Counters;
+use crate::protocol::{Ack, Barrier, Fingerprint, InputDone, Position};
 use crate::signals;
 use reader::InputReader;
-
-/// An input's identity when the run started: enough to notice that it changed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Fingerprint {
-    pub path: String,
-    pub size: u64,
-    pub mtime_ns: i64,
-    pub dev: u64,
-    pub ino: u64,
-}
-
-impl Fingerprint {
-    /// Same metadata: the cheap proof that a file did not change.
-    pub fn same_metadata(&self, other: &Fingerprint) -> bool {
-        self == other
-    }
-}
-
-/// An input read to its end, with the hash of all its (decoded) bytes.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct InputDone {
-    pub input: usize,
-    pub hash: String,
-}
-
-/// Where the source resumes: input `input`, just after `offset` decoded bytes (which hold
-/// `lines` lines and hash to `prefix_hash`). Inputs before `input` are finished.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Position {
-    pub input: usize,
-    pub offset: u64,
-    pub lines: u64,
-    pub prefix_hash: String,
-}
 
 /// Formats a content hash the way the journal and manifest store it.
 pub fn hash_hex(hash: u128) -> String {

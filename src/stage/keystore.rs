@@ -29,8 +29,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::fsutil;
 use crate::journal::{decode_frames, encode_frame, RunLog};
+use crate::protocol::SnapshotRef;
 use crate::stage::spec::StageSpec;
-use crate::stage::{SnapshotRef, SnapshotStore};
+use crate::stage::SnapshotStore;
 
 const MAGIC: &[u8; 8] = b"INGESTK\x01";
 

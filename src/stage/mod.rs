@@ -18,24 +18,13 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
 
 use anyhow::{anyhow, bail, Context, Result};
-use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_128;
 
 use crate::batch::{Msg, RecordBatch, Reject};
-use crate::checkpoint::Ack;
 use crate::failpoint;
 use crate::fsutil;
+use crate::protocol::{Ack, SnapshotRef};
 use crate::source::hash_hex;
-
-/// A stage snapshot as the journal references it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SnapshotRef {
-    pub stage: String,
-    /// Path relative to the job's directory.
-    pub file: String,
-    pub len: u64,
-    pub hash: String,
-}
 
 /// One transform of the pipeline.
 ///
@@ -320,7 +309,7 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::Barrier;
+    use crate::protocol::Barrier;
     use crate::schema::Schema;
 
     /// The snapshot each barrier's ack names, after a batch of two new keys before each.
