@@ -27,7 +27,8 @@ pub struct Cli {
         required_unless_present_any = ["list_fail_points", "completions", "config", "infer_schema"])]
     pub target: Option<PathBuf>,
 
-    /// Input files or directories (walked recursively in sorted order, hidden entries skipped)
+    /// Input files or directories (walked recursively in sorted order, hidden entries
+    /// skipped), or s3://BUCKET/KEY objects and key prefixes (listed in key order)
     #[arg(value_name = "INPUT",
         required_unless_present_any = ["recover", "status", "abort", "list_fail_points", "completions", "config"])]
     pub inputs: Vec<PathBuf>,

@@ -237,6 +237,14 @@ impl Command {
             .clone()
             .or(file.target.clone())
             .ok_or_else(|| usage("no target: give --target or `target` in the job file"))?;
+        if crate::storage::url::is_url_path(&table) {
+            // Refuses a URL carrying credentials without repeating it.
+            let url = crate::storage::url::parse(&table.to_string_lossy())?;
+            return Err(usage(format!(
+                "--target {url}: tables in object storage are not supported yet (inputs may \
+                 be s3:// URLs); give a local or shared directory"
+            )));
+        }
         let job = cli.job.clone().or(file.job.clone());
         if let Some(job) = &job {
             check_job_name(job)?;

@@ -36,7 +36,7 @@ pub fn infer(inputs: &[std::path::PathBuf], delimiter: u8) -> Result<String> {
     let mut fits: Vec<[bool; 5]> = Vec::new();
     let mut seen: Vec<bool> = Vec::new();
     for file in &files {
-        let mut reader = InputReader::open(file, delimiter)?;
+        let mut reader = InputReader::open_input(file, delimiter)?;
         let Some(header) = read_header(&mut reader)? else {
             continue;
         };

@@ -179,8 +179,15 @@ pub fn load(path: &Path) -> Result<JobFile> {
         anyhow::Error::new(crate::exit::UsageError(msg))
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
-    file.target = file.target.map(|t| base.join(t));
-    file.inputs = file.inputs.iter().map(|i| base.join(i)).collect();
+    let resolve = |p: &PathBuf| {
+        if crate::storage::url::is_url_path(p) {
+            p.clone()
+        } else {
+            base.join(p)
+        }
+    };
+    file.target = file.target.as_ref().map(resolve);
+    file.inputs = file.inputs.iter().map(resolve).collect();
     Ok(file)
 }
 

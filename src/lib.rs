@@ -61,6 +61,7 @@ pub mod sink;
 pub mod source;
 pub mod stage;
 pub mod status;
+pub mod storage;
 pub mod table;
 
 use anyhow::Result;

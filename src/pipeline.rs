@@ -253,6 +253,7 @@ mod tests {
             mtime_ns: 0,
             dev: 0,
             ino: 0,
+            etag: None,
         };
         assert_eq!(
             decoded_bytes(&[input("a.csv", 10), input("b.jsonl", 5)]),

@@ -31,8 +31,7 @@ pub struct Plan {
 /// Sorts the inputs `cfg` offers by what `manifest` says of them.
 pub fn plan(cfg: &LoadConfig, manifest: &Manifest) -> Result<Plan> {
     let mut plan = Plan::default();
-    for path in discover::discover(&cfg.inputs, &cfg.common.table)? {
-        let fingerprint = discover::fingerprint(&path)?;
+    for fingerprint in discover::discover(&cfg.inputs, &cfg.common.table)? {
         if cfg.reload {
             plan.new.push(fingerprint);
             continue;

@@ -64,6 +64,9 @@ pub struct Fingerprint {
     pub mtime_ns: i64,
     pub dev: u64,
     pub ino: u64,
+    /// An object's ETag (`s3://` inputs): the store's word that its bytes are the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
 }
 
 impl Fingerprint {

@@ -220,3 +220,49 @@ fn rejects_of(table: &std::path::Path) -> Vec<Row> {
     }
     rows
 }
+
+#[test]
+fn credentials_in_a_url_are_refused_before_anything_is_contacted_or_repeated() {
+    let w = Workdir::new();
+    w.write("a.csv", "id\n1\n");
+    let secret = "FAKE-secret-in-url-91c2";
+    for args in [
+        vec![
+            "-t",
+            "t",
+            "s3://AKIDEXAMPLE:FAKE-secret-in-url-91c2@bucket/in/",
+        ],
+        vec![
+            "-t",
+            "s3://AKIDEXAMPLE:FAKE-secret-in-url-91c2@bucket/table",
+            "a.csv",
+        ],
+    ] {
+        let out = w.run(&args);
+        assert_code(&out, 2);
+        let said = stderr(&out);
+        assert!(said.contains("must not carry credentials"), "{said}");
+        assert!(
+            !said.contains(secret) && !said.contains("AKIDEXAMPLE"),
+            "{said}"
+        );
+    }
+    assert!(!w.path("t").exists(), "a refused load made the table");
+}
+
+#[test]
+fn an_object_store_target_is_refused_and_nothing_is_made_locally() {
+    let w = Workdir::new();
+    w.write("a.csv", "id\n1\n");
+    let out = w.run(&["-t", "s3://bucket/tables/orders", "a.csv"]);
+    assert_code(&out, 2);
+    assert!(
+        stderr(&out).contains("tables in object storage are not supported yet"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !w.path("s3:").exists(),
+        "made a local directory named after the URL"
+    );
+}

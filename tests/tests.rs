@@ -19,6 +19,8 @@ mod operator;
 mod overwrite;
 mod partition;
 mod recover;
+#[cfg(feature = "s3")]
+mod s3;
 mod scripting;
 mod stages;
 mod symlinks;

@@ -1,5 +1,6 @@
 //! Finds the inputs (files, or directories walked in sorted order, hidden entries
-//! skipped) and fingerprints them from their metadata.
+//! skipped; objects, or key prefixes listed in key order) and fingerprints them from
+//! their metadata.
 
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
@@ -9,16 +10,28 @@ use anyhow::{bail, Context, Result};
 use walkdir::WalkDir;
 
 use crate::protocol::Fingerprint;
+use crate::storage::url;
 
-/// Expands the command-line inputs into canonical file paths: argument order, then sorted
-/// path order inside each directory; a file named twice is read once. Nothing under
-/// `exclude` (the target table) is ever an input, so a table kept inside its input
-/// directory does not load itself.
-pub fn discover(args: &[PathBuf], exclude: &Path) -> Result<Vec<PathBuf>> {
+/// Expands the command-line inputs into fingerprinted files (canonical paths) and
+/// objects (`s3://` URLs): argument order, then sorted path (key) order inside each
+/// directory (prefix); an input named twice is read once. Nothing under `exclude` (the
+/// target table) is ever an input, so a table kept inside its input directory does not
+/// load itself.
+pub fn discover(args: &[PathBuf], exclude: &Path) -> Result<Vec<Fingerprint>> {
     let exclude = exclude.canonicalize().ok();
     let mut seen = HashSet::new();
     let mut files = Vec::new();
+    let mut found = Vec::new();
     for arg in args {
+        if url::is_url_path(arg) {
+            for object in list_objects(arg)? {
+                if seen.insert(PathBuf::from(&object.path)) {
+                    found.push(object);
+                }
+            }
+            continue;
+        }
+        files.clear();
         let meta = std::fs::metadata(arg)
             .with_context(|| format!("input {} cannot be read", arg.display()))?;
         if meta.is_dir() {
@@ -43,8 +56,30 @@ pub fn discover(args: &[PathBuf], exclude: &Path) -> Result<Vec<PathBuf>> {
         } else {
             push_canonical(arg, exclude.as_deref(), &mut seen, &mut files)?;
         }
+        for file in &files {
+            found.push(fingerprint(file)?);
+        }
     }
-    Ok(files)
+    Ok(found)
+}
+
+#[cfg(feature = "s3")]
+fn list_objects(arg: &Path) -> Result<Vec<Fingerprint>> {
+    let url = url::parse(&arg.to_string_lossy())?;
+    crate::storage::s3::list(&url)
+}
+
+#[cfg(not(feature = "s3"))]
+fn list_objects(arg: &Path) -> Result<Vec<Fingerprint>> {
+    url::parse(&arg.to_string_lossy())?;
+    Err(no_object_storage())
+}
+
+#[cfg(not(feature = "s3"))]
+fn no_object_storage() -> anyhow::Error {
+    anyhow::Error::new(crate::exit::UsageError(
+        "this ingest was built without object storage (cargo feature \"s3\")".to_string(),
+    ))
 }
 
 fn is_hidden(name: &std::ffi::OsStr) -> bool {
@@ -75,8 +110,12 @@ fn push_canonical(
     Ok(())
 }
 
-/// Fingerprints a file by its metadata; the content hash is taken while it is read.
+/// Fingerprints a file (or an object) by its metadata; the content hash is taken while
+/// it is read.
 pub fn fingerprint(path: &Path) -> Result<Fingerprint> {
+    if url::is_url_path(path) {
+        return head_object(path);
+    }
     let meta =
         std::fs::metadata(path).with_context(|| format!("cannot stat input {}", path.display()))?;
     let path = path
@@ -91,7 +130,19 @@ pub fn fingerprint(path: &Path) -> Result<Fingerprint> {
             .saturating_add(meta.mtime_nsec()),
         dev: meta.dev(),
         ino: meta.ino(),
+        etag: None,
     })
+}
+
+#[cfg(feature = "s3")]
+fn head_object(path: &Path) -> Result<Fingerprint> {
+    crate::storage::s3::head(&url::parse(&path.to_string_lossy())?)
+}
+
+#[cfg(not(feature = "s3"))]
+fn head_object(path: &Path) -> Result<Fingerprint> {
+    url::parse(&path.to_string_lossy())?;
+    Err(no_object_storage())
 }
 
 #[cfg(test)]
@@ -119,9 +170,10 @@ mod tests {
             Path::new("/nonexistent"),
         )
         .unwrap();
+        let canonical_root = root.canonicalize().unwrap();
         let names: Vec<_> = found
             .iter()
-            .map(|p| p.strip_prefix(root.canonicalize().unwrap()).unwrap())
+            .map(|f| Path::new(&f.path).strip_prefix(&canonical_root).unwrap())
             .collect();
         assert_eq!(
             names,

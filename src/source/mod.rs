@@ -38,7 +38,7 @@ pub fn read_columns(inputs: &[Fingerprint], delimiter: u8) -> Result<Option<Vec<
         return Ok(Some(sampled.into_iter().map(|(k, _)| k).collect()));
     }
     for input in inputs {
-        let mut reader = InputReader::open(Path::new(&input.path), delimiter)?;
+        let mut reader = InputReader::open_input(input, delimiter)?;
         if let Some(header) = read_header(&mut reader)? {
             return Ok(Some(header));
         }
@@ -250,7 +250,7 @@ pub fn run(
             }
             .into());
         }
-        let mut reader = InputReader::open(Path::new(&input.path), plan.delimiter)?
+        let mut reader = InputReader::open_input(input, plan.delimiter)?
             .with_json_columns(&plan.columns, plan.drop_new_keys);
         counters.set_file(&input.path);
         let Some(header) = read_header(&mut reader)? else {

@@ -27,6 +27,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::jsonl;
 use super::quotes::QuoteCheck;
+use crate::protocol::Fingerprint;
 
 const CHUNK: usize = 256 * 1024;
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -97,10 +98,15 @@ impl<R: Read> Read for Counted<R> {
     }
 }
 
-/// Opens `path` as a decoded byte stream (decompressing `.gz` and `.zst`); `raw` counts the
-/// bytes read from the file.
-fn open_counted(path: &Path, raw: Arc<AtomicU64>) -> Result<Box<dyn Read + Send>> {
-    let file = File::open(path).with_context(|| format!("cannot open input {}", path.display()))?;
+/// Opens `path` (a file, or an `s3://` object, read only if its ETag is still `etag`) as
+/// a decoded byte stream (decompressing `.gz` and `.zst`); `raw` counts the bytes read
+/// from the file.
+fn open_counted(
+    path: &Path,
+    etag: Option<&str>,
+    raw: Arc<AtomicU64>,
+) -> Result<Box<dyn Read + Send>> {
+    let file = open_raw(path, etag)?;
     let file = Counted {
         inner: file,
         count: raw,
@@ -115,6 +121,28 @@ fn open_counted(path: &Path, raw: Arc<AtomicU64>) -> Result<Box<dyn Read + Send>
         )),
         _ => Ok(Box::new(file)),
     }
+}
+
+fn open_raw(path: &Path, etag: Option<&str>) -> Result<Box<dyn Read + Send>> {
+    if crate::storage::url::is_url_path(path) {
+        return open_object(path, etag);
+    }
+    let file = File::open(path).with_context(|| format!("cannot open input {}", path.display()))?;
+    Ok(Box::new(file))
+}
+
+#[cfg(feature = "s3")]
+fn open_object(path: &Path, etag: Option<&str>) -> Result<Box<dyn Read + Send>> {
+    let url = crate::storage::url::parse(&path.to_string_lossy())?;
+    crate::storage::s3::open(&url, etag)
+}
+
+#[cfg(not(feature = "s3"))]
+fn open_object(path: &Path, _etag: Option<&str>) -> Result<Box<dyn Read + Send>> {
+    crate::storage::url::parse(&path.to_string_lossy())?;
+    anyhow::bail!(crate::exit::UsageError(
+        "this ingest was built without object storage (cargo feature \"s3\")".to_string()
+    ))
 }
 
 /// True for JSON lines inputs: `.jsonl` or `.ndjson`, possibly compressed.
@@ -134,7 +162,7 @@ pub fn is_compressed(path: &str) -> bool {
 
 /// Opens `path` as a decoded byte stream (gunzipping a `.gz` name).
 pub fn open_decoded(path: &Path) -> Result<Box<dyn Read + Send>> {
-    open_counted(path, Arc::default())
+    open_counted(path, None, Arc::default())
 }
 
 /// Validates the raw input as UTF-8 chunk by chunk (SIMD), carrying a character cut by a
@@ -245,12 +273,21 @@ fn read_some(inner: &mut dyn Read, buf: &mut [u8], path: &Path) -> Result<usize>
 }
 
 impl InputReader {
-    /// Opens an input for reading from its first byte.
+    /// Opens a file for reading from its first byte.
     pub fn open(path: &Path, delimiter: u8) -> Result<InputReader> {
+        Self::open_with(path, None, delimiter)
+    }
+
+    /// Opens an input as the run fingerprinted it (an object only if its ETag is the same).
+    pub fn open_input(input: &Fingerprint, delimiter: u8) -> Result<InputReader> {
+        Self::open_with(Path::new(&input.path), input.etag.as_deref(), delimiter)
+    }
+
+    fn open_with(path: &Path, etag: Option<&str>, delimiter: u8) -> Result<InputReader> {
         let raw = Arc::new(AtomicU64::new(0));
         let mut reader = InputReader {
             name: path.display().to_string(),
-            inner: open_counted(path, raw.clone())?,
+            inner: open_counted(path, etag, raw.clone())?,
             raw,
             buf: vec![0; CHUNK],
             start: 0,

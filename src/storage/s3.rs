@@ -1,0 +1,220 @@
+//! Objects in S3-compatible stores, through the `object_store` crate (Apache Arrow's;
+//! it signs, retries and streams, so nothing here speaks HTTP).
+//!
+//! Configuration is the standard `AWS_*` environment (read by
+//! `AmazonS3Builder::from_env`): `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+//! `AWS_SESSION_TOKEN`, `AWS_REGION` (or `AWS_DEFAULT_REGION`), `AWS_ENDPOINT_URL` for a
+//! store other than AWS, and `AWS_ALLOW_HTTP=true` for one served over plain http.
+//! Requests are path-style unless `AWS_VIRTUAL_HOSTED_STYLE_REQUEST=true`.
+//!
+//! `object_store` is async; `ingest`'s pipeline is threads. One small runtime serves
+//! every request, and a download is a task that feeds a bounded channel, which the
+//! reading thread drains as a plain `Read`: memory stays at a few chunks per input
+//! whatever its size, and the network overlaps the parsing.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use futures::StreamExt;
+use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::path::Path as ObjectPath;
+use object_store::{
+    BackoffConfig, ClientConfigKey, GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt,
+    RetryConfig,
+};
+use tokio::runtime::Runtime;
+use tokio::sync::mpsc;
+
+use super::url::ObjectUrl;
+use crate::protocol::Fingerprint;
+
+/// Chunks a download may run ahead of its reader.
+const READ_AHEAD_CHUNKS: usize = 8;
+
+fn runtime() -> Result<&'static Runtime> {
+    static RUNTIME: OnceLock<std::result::Result<Runtime, String>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("ingest-s3")
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| anyhow!("cannot start the object-store client: {e}"))
+}
+
+/// The client for `bucket`, built once from the environment.
+fn client(bucket: &str) -> Result<Arc<AmazonS3>> {
+    static CLIENTS: OnceLock<Mutex<HashMap<String, Arc<AmazonS3>>>> = OnceLock::new();
+    let clients = CLIENTS.get_or_init(Mutex::default);
+    let mut clients = clients
+        .lock()
+        .map_err(|_| anyhow!("the object-store client table is poisoned"))?;
+    if let Some(client) = clients.get(bucket) {
+        return Ok(client.clone());
+    }
+    // Bounded: an unreachable endpoint fails the run in seconds, not minutes, while a
+    // store that is briefly throttling (503 SlowDown) is still ridden out.
+    let retry = RetryConfig {
+        backoff: BackoffConfig::default(),
+        max_retries: 5,
+        retry_timeout: Duration::from_secs(60),
+    };
+    let client = AmazonS3Builder::from_env()
+        .with_bucket_name(bucket)
+        .with_retry(retry)
+        .with_config(
+            AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+            "10 seconds",
+        )
+        .build()
+        .map_err(flat)
+        .with_context(|| format!("cannot configure access to bucket {bucket}"))?;
+    let client = Arc::new(client);
+    clients.insert(bucket.to_string(), client.clone());
+    Ok(client)
+}
+
+/// An `object_store` error as one message: its `Display` already spells out the chain
+/// of causes, which `{:#}` would otherwise print a second time. When the environment
+/// holds no keys, the client's last resort is the instance metadata service; its
+/// failure then means "no credentials", and the message says so.
+fn flat(e: object_store::Error) -> anyhow::Error {
+    let text = e.to_string();
+    if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() && text.contains("169.254.169.254") {
+        return anyhow!(
+            "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (profiles in \
+             ~/.aws are not read), or run where instance credentials exist ({text})"
+        );
+    }
+    anyhow!("{text}")
+}
+
+/// The objects an input URL names: the object at its key if there is one, else every
+/// object under it as a prefix, in key order, skipping hidden names (a key component
+/// after the prefix that starts with `.` or `_`, as `_SUCCESS` markers and `.tmp` files
+/// of other writers do).
+pub fn list(url: &ObjectUrl) -> Result<Vec<Fingerprint>> {
+    let store = client(&url.bucket)?;
+    let rt = runtime()?;
+    if !url.key.is_empty() && !url.key.ends_with('/') {
+        match rt.block_on(store.head(&ObjectPath::from(url.key.as_str()))) {
+            Ok(meta) => return Ok(vec![fingerprint_of(url, &meta)]),
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(flat(e)).with_context(|| format!("cannot read input {url}")),
+        }
+    }
+    let prefix = url.key.trim_end_matches('/');
+    let listed: Vec<ObjectMeta> = rt
+        .block_on(async {
+            let prefix = (!prefix.is_empty()).then(|| ObjectPath::from(prefix));
+            let mut stream = store.list(prefix.as_ref());
+            let mut out = Vec::new();
+            while let Some(meta) = stream.next().await {
+                out.push(meta?);
+            }
+            Ok::<_, object_store::Error>(out)
+        })
+        .map_err(flat)
+        .with_context(|| format!("cannot list input {url}"))?;
+    let mut found: Vec<Fingerprint> = listed
+        .iter()
+        .filter(|meta| {
+            let key = meta.location.as_ref();
+            let below = key.strip_prefix(prefix).unwrap_or(key);
+            !below.split('/').any(|part| part.starts_with(['.', '_']))
+        })
+        .map(|meta| fingerprint_of(url, meta))
+        .collect();
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    if found.is_empty() {
+        bail!("input {url} cannot be read: no object has that key or lies under it");
+    }
+    Ok(found)
+}
+
+fn fingerprint_of(url: &ObjectUrl, meta: &ObjectMeta) -> Fingerprint {
+    Fingerprint {
+        path: url.with_key(meta.location.as_ref()).to_string(),
+        size: meta.size,
+        mtime_ns: meta.last_modified.timestamp_nanos_opt().unwrap_or(0),
+        dev: 0,
+        ino: 0,
+        etag: meta.e_tag.clone(),
+    }
+}
+
+/// The object's identity now (size, time, ETag): what a recovery compares with what the
+/// interrupted run recorded.
+pub fn head(url: &ObjectUrl) -> Result<Fingerprint> {
+    let store = client(&url.bucket)?;
+    let meta = runtime()?
+        .block_on(store.head(&ObjectPath::from(url.key.as_str())))
+        .map_err(flat)
+        .with_context(|| format!("cannot read input {url}"))?;
+    Ok(fingerprint_of(url, &meta))
+}
+
+/// Opens the object for reading from its first byte. With `etag`, the download is
+/// conditional (`If-Match`): an object replaced since it was listed fails the read
+/// instead of mixing two versions' bytes into one load.
+pub fn open(url: &ObjectUrl, etag: Option<&str>) -> Result<Box<dyn Read + Send>> {
+    let store = client(&url.bucket)?;
+    let rt = runtime()?;
+    let options = GetOptions {
+        if_match: etag.map(str::to_string),
+        ..GetOptions::default()
+    };
+    let location = ObjectPath::from(url.key.as_str());
+    let got = rt.block_on(store.get_opts(&location, options));
+    let got = match got {
+        Ok(got) => got,
+        Err(object_store::Error::Precondition { .. }) => bail!(
+            "input {url} changed since it was listed (its ETag is no longer {})",
+            etag.unwrap_or_default()
+        ),
+        Err(e) => return Err(flat(e)).with_context(|| format!("cannot open input {url}")),
+    };
+    let (send, chunks) = mpsc::channel(READ_AHEAD_CHUNKS);
+    let mut stream = got.into_stream();
+    rt.spawn(async move {
+        while let Some(chunk) = stream.next().await {
+            let failed = chunk.is_err();
+            // A closed channel: the reader is gone, so is the need for the rest.
+            if send.send(chunk.map_err(|e| e.to_string())).await.is_err() || failed {
+                break;
+            }
+        }
+    });
+    Ok(Box::new(Download {
+        chunks,
+        current: bytes::Bytes::new(),
+    }))
+}
+
+/// An object's bytes as a `Read`, fed by the download task.
+struct Download {
+    chunks: mpsc::Receiver<std::result::Result<bytes::Bytes, String>>,
+    current: bytes::Bytes,
+}
+
+impl Read for Download {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.chunks.blocking_recv() {
+                Some(Ok(chunk)) => self.current = chunk,
+                Some(Err(e)) => return Err(std::io::Error::other(e)),
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current.split_to(n));
+        Ok(n)
+    }
+}
