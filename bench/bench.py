@@ -20,6 +20,8 @@ faster. Tools:
                   drop email, dedupe by order_id
   baseline        bench/baseline.rs: 2 threads, ByteRecord reused, fsync + rename at the
                   end, no journal/checkpoints/recovery ("no guarantees")
+  baseline-split  the same program with --split: each of 2 threads parses and writes its
+                  own half of the input files (the strongest simple rival on 2 cores)
   duckdb-csv      DuckDB COPY … TO … (FORMAT csv, PARTITION_BY (country)), 2 threads
   ingest-parquet  ingest with --format parquet (all columns strings, zstd)
   duckdb-parquet  the DuckDB COPY with FORMAT parquet (all_varchar, its default codec:
@@ -60,13 +62,14 @@ def setup():
         sh([os.path.join(VENV, "bin/pip"), "install", "--quiet", "duckdb>=1.1"])
 
 
-def dataset(work, mb):
-    data = os.path.join(work, f"data-{mb}MB")
+def dataset(work, mb, nfiles=4):
+    data = os.path.join(work, f"data-{mb}MB" + ("" if nfiles == 4 else f"-{nfiles}f"))
     marker = os.path.join(data, ".complete")
     if not os.path.exists(marker):
         shutil.rmtree(data, ignore_errors=True)
         print(f"generating {mb} MB of orders in {data}", file=sys.stderr)
-        sh([sys.executable, os.path.join(ROOT, "bench/gen_orders.py"), data, "--mb", str(mb), "--files", "4"])
+        sh([sys.executable, os.path.join(ROOT, "bench/gen_orders.py"), data, "--mb", str(mb), "--files",
+            str(nfiles)])
         open(marker, "w").close()
     files = sorted(glob.glob(os.path.join(data, "*.csv")))
     return data, files, sum(os.path.getsize(f) for f in files)
@@ -85,6 +88,7 @@ def tools(data, files, out):
                             "--dedupe-key", "order_id", data],
         "ingest-parquet": [INGEST, "-q", "-t", out, "-p", "country", "--format", "parquet", data],
         "baseline": [BASELINE, out, "country", *files],
+        "baseline-split": [BASELINE, "--split", out, "country", *files],
         "duckdb-csv": [PY, "-c", duck, data, out, "csv"],
         "duckdb-parquet": [PY, "-c", duck, data, out, "parquet"],
         "ingest-parquet-snappy": [INGEST, "-q", "-t", out, "-p", "country", "--format", "parquet",
@@ -164,6 +168,34 @@ def bench_size(work, mb, reps):
     return nbytes, rows
 
 
+def scaling(work, mb, reps):
+    """Issue 16's table: ingest on 2 cores against 1 core (taskset -c 0), and against the
+    two-thread split partitioner and DuckDB, for 4 files and for 1 file, alternated round
+    by round on the same data. Ratios are taken within each round (median)."""
+    results = []
+    for nfiles in (4, 1):
+        data, files, nbytes = dataset(work, mb, nfiles)
+        out = os.path.join(work, "out")
+        all_cmds = tools(data, files, out)
+        cmds = {
+            "ingest": all_cmds["ingest"],
+            "ingest-1core": ["taskset", "-c", "0", *all_cmds["ingest"]],
+            "baseline-split": all_cmds["baseline-split"],
+            "duckdb-csv": all_cmds["duckdb-csv"],
+        }
+        walls = {n: [] for n in cmds}
+        for r in range(reps):
+            names = list(cmds)
+            order = names[r % len(names):] + names[:r % len(names)]
+            for name in order:
+                walls[name].append(timed(cmds[name], out)[0])
+        shutil.rmtree(out, ignore_errors=True)
+        ratio = lambda peer: statistics.median(p / o for o, p in zip(walls["ingest"], walls[peer]))
+        results.append((nfiles, nbytes, {n: statistics.median(w) for n, w in walls.items()},
+                        {n: ratio(n) for n in cmds if n != "ingest"}))
+    return results
+
+
 def recovery(work, mb):
     data, files, nbytes = dataset(work, mb)
     out = os.path.join(work, "out-recovery")
@@ -220,6 +252,9 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--work", default="/tmp/ingest-bench")
     ap.add_argument("--formats", action="store_true", help="only the table of output formats")
+    ap.add_argument("--scaling", action="store_true",
+                    help="only 2 cores against 1 (taskset), the split partitioner and DuckDB, "
+                         "for 4 files and 1 file")
     ap.add_argument("--parquet", action="store_true",
                     help="only Parquet against DuckDB's Parquet COPY, same codec, alternated")
     args = ap.parse_args()
@@ -235,6 +270,17 @@ def main():
             for codec, ours, theirs, ratio in rows:
                 print(f"| {codec} | {ours:.2f} | {theirs:.2f} | {ratio:.2f} |")
             print()
+        return
+    if args.scaling:
+        mb = int(args.sizes.split(",")[-1])
+        print(f"## Scaling: {mb} MB of CSV, partitioned by country, median of {args.reps} rounds\n")
+        print("| inputs | ingest s | ingest 1 core s | 1 core ÷ 2 | split partitioner s | "
+              "its time ÷ ingest's | DuckDB s | its time ÷ ingest's |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for nfiles, nbytes, med, ratio in scaling(args.work, mb, args.reps):
+            print(f"| {nfiles} file(s), {nbytes / 1e6:.0f} MB | {med['ingest']:.2f} | {med['ingest-1core']:.2f} | "
+                  f"{ratio['ingest-1core']:.2f} | {med['baseline-split']:.2f} | {ratio['baseline-split']:.2f} | "
+                  f"{med['duckdb-csv']:.2f} | {ratio['duckdb-csv']:.2f} |")
         return
     if args.formats:
         mb = int(args.sizes.split(",")[0])

@@ -165,7 +165,14 @@ pub fn head(url: &ObjectUrl) -> Result<Fingerprint> {
 /// conditional (`If-Match`): an object replaced since it was listed fails the read
 /// instead of mixing two versions' bytes into one load.
 pub fn open(url: &ObjectUrl, etag: Option<&str>) -> Result<Box<dyn Read + Send>> {
-    let store = client(&url.bucket)?;
+    open_in(&*client(&url.bucket)?, url, etag)
+}
+
+fn open_in(
+    store: &dyn ObjectStore,
+    url: &ObjectUrl,
+    etag: Option<&str>,
+) -> Result<Box<dyn Read + Send>> {
     let rt = runtime()?;
     let options = GetOptions {
         if_match: etag.map(str::to_string),
@@ -216,5 +223,86 @@ impl Read for Download {
         let n = buf.len().min(self.current.len());
         buf[..n].copy_from_slice(&self.current.split_to(n));
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The store `.ci/test` started (explicit credentials: a test must not set the
+    /// process environment other threads read), or `None` without one.
+    fn test_store() -> Option<(AmazonS3, String)> {
+        let endpoint = std::env::var("INGEST_TEST_S3_ENDPOINT").ok()?;
+        let var = |name: &str| std::env::var(name).unwrap_or_default();
+        let bucket = var("INGEST_TEST_S3_BUCKET");
+        let store = AmazonS3Builder::new()
+            .with_endpoint(endpoint)
+            .with_allow_http(true)
+            .with_region("us-east-1")
+            .with_bucket_name(&bucket)
+            .with_access_key_id(var("INGEST_TEST_S3_KEY_ID"))
+            .with_secret_access_key(var("INGEST_TEST_S3_SECRET"))
+            .build()
+            .unwrap();
+        // The store makes the bucket while it starts; wait (bounded) until it can be used.
+        let probe = ObjectPath::from(format!("unit-probe-{}", std::process::id()));
+        let rt = runtime().unwrap();
+        for _ in 0..60 {
+            let put = rt.block_on(store.put(&probe, object_store::PutPayload::from_static(b"x")));
+            if put.is_ok() {
+                return Some((store, bucket));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        panic!("bucket {bucket} never became writable");
+    }
+
+    #[test]
+    fn a_read_fails_once_the_object_is_no_longer_the_listed_version() {
+        let Some((store, bucket)) = test_store() else {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped storage::s3 if-match test: no S3 store (.ci/test starts one)"
+            );
+            return;
+        };
+        let rt = runtime().unwrap();
+        let key = format!("unit-if-match-{}/a.csv", std::process::id());
+        let url = ObjectUrl {
+            bucket,
+            key: key.clone(),
+        };
+        let put = |bytes: &'static [u8]| {
+            rt.block_on(store.put(
+                &ObjectPath::from(key.as_str()),
+                object_store::PutPayload::from_static(bytes),
+            ))
+            .unwrap()
+            .e_tag
+            .unwrap()
+        };
+        let first = put(b"id\n1\n");
+        let mut text = String::new();
+        open_in(&store, &url, Some(&first))
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text, "id\n1\n");
+
+        let second = put(b"id\n1\n2\n");
+        assert_ne!(first, second);
+        let err = open_in(&store, &url, Some(&first)).err().unwrap();
+        assert!(
+            format!("{err:#}").contains("changed since it was listed"),
+            "{err:#}"
+        );
+        let mut text = String::new();
+        open_in(&store, &url, Some(&second))
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text, "id\n1\n2\n");
     }
 }
