@@ -256,6 +256,7 @@ fn an_overwrite_recovery_that_crashes_is_rerun_until_done() {
 
 #[test]
 fn a_reader_polling_a_partition_sees_the_old_files_or_the_new_never_a_mix_or_nothing() {
+    use std::os::unix::fs::MetadataExt;
     let (w, _) = old_table();
     let partition = w.path("t/country=C1");
     let listing = move |dir: &PathBuf| -> Result<BTreeSet<String>, std::io::Error> {
@@ -263,6 +264,12 @@ fn a_reader_polling_a_partition_sees_the_old_files_or_the_new_never_a_mix_or_not
             .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
             .collect()
     };
+    // A listing is opendir then getdents. One whose directory was swapped in between
+    // (the path names another inode after it than before it) may have opened the old
+    // directory and read it while the replaced files were being deleted: POSIX gives it
+    // some of the old names (README, "Replacing partitions"). Such a listing is "torn";
+    // every other one must be exactly the old files or exactly the new.
+    let inode = |dir: &PathBuf| std::fs::metadata(dir).map(|m| m.ino()).ok();
     let old = listing(&partition).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let (started, first_listing) = std::sync::mpsc::channel();
@@ -270,22 +277,27 @@ fn a_reader_polling_a_partition_sees_the_old_files_or_the_new_never_a_mix_or_not
         let (stop, partition) = (stop.clone(), partition.clone());
         std::thread::spawn(move || {
             let mut seen: Vec<Result<BTreeSet<String>, String>> = Vec::new();
+            let mut torn: Vec<Result<BTreeSet<String>, String>> = Vec::new();
             let mut polls = 0u64;
             loop {
                 // Read the flag before listing: the listing after the flag was seen set
                 // is taken after the run ended, so the last one always shows the end
                 // state, however the threads were scheduled (it once saw only "old").
                 let stopping = stop.load(Ordering::SeqCst);
+                let before = inode(&partition);
                 let now = listing(&partition).map_err(|e| e.to_string());
+                let after = inode(&partition);
                 polls += 1;
-                if seen.last() != Some(&now) {
+                if before != after {
+                    torn.push(now);
+                } else if seen.last() != Some(&now) {
                     seen.push(now);
                 }
                 if polls == 1 {
                     let _ = started.send(());
                 }
                 if stopping {
-                    return (seen, polls);
+                    return (seen, torn, polls);
                 }
             }
         })
@@ -295,14 +307,26 @@ fn a_reader_polling_a_partition_sees_the_old_files_or_the_new_never_a_mix_or_not
     first_listing.recv().unwrap();
     let out = w.run(OVERWRITE);
     stop.store(true, Ordering::SeqCst);
-    let (seen, polls) = poller.join().unwrap();
+    let (seen, torn, polls) = poller.join().unwrap();
     assert_code(&out, 0);
     let new = listing(&partition).unwrap();
     assert!(old.is_disjoint(&new), "{old:?} {new:?}");
+    for listing in &torn {
+        let names = listing
+            .as_ref()
+            .expect("a torn listing still finds the directory");
+        assert!(
+            names.is_subset(&old) || *names == new,
+            "a listing across the swap mixed old and new files: {names:?}"
+        );
+    }
     assert_eq!(
         seen,
         vec![Ok(old), Ok(new)],
         "over {polls} listings, a reader saw something other than old then new"
     );
-    eprintln!("{polls} listings during the overwrite");
+    eprintln!(
+        "{polls} listings during the overwrite, {} across the swap",
+        torn.len()
+    );
 }
