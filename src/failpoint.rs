@@ -30,6 +30,7 @@ pub const POINTS: &[&str] = &[
     "overwrite.exchanged.after",
     "run.finished.before",
     "run.finished.after",
+    "manifest.fold.before",
     "manifest.fold.after",
     "abort.started.after",
     "abort.remove.mid",

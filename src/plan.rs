@@ -56,7 +56,6 @@ pub fn plan(cfg: &LoadConfig, manifest: &Manifest) -> Result<Plan> {
 /// load): a copy has its original's size, and a file of a size nothing else has cannot
 /// be one, so an ordinary load reads nothing twice.
 fn find_copies(plan: &mut Plan, manifest: &Manifest) -> Result<()> {
-    let loaded = manifest.by_size();
     let mut new_sizes: std::collections::HashMap<u64, usize> = Default::default();
     for input in &plan.new {
         *new_sizes.entry(input.size).or_default() += 1;
@@ -64,8 +63,8 @@ fn find_copies(plan: &mut Plan, manifest: &Manifest) -> Result<()> {
     let mut seen: std::collections::HashMap<String, String> = Default::default();
     let mut keep = Vec::with_capacity(plan.new.len());
     for input in std::mem::take(&mut plan.new) {
-        let twins = loaded.get(&input.size);
-        if twins.is_none() && new_sizes.get(&input.size).is_none_or(|&n| n < 2) {
+        let twins = manifest.has_size(input.size)?;
+        if !twins && new_sizes.get(&input.size).is_none_or(|&n| n < 2) {
             keep.push(input);
             continue;
         }
@@ -78,9 +77,14 @@ fn find_copies(plan: &mut Plan, manifest: &Manifest) -> Result<()> {
             keep.push(input);
             continue;
         }
-        if let Some(entry) = twins.and_then(|t| t.iter().find(|e| e.hash == hash)) {
-            let (path, run) = (entry.fingerprint.path.clone(), entry.run_id.clone());
-            plan.copies.push((input, path, Some(run)));
+        let loaded = if twins {
+            manifest.copy_of(input.size, &hash)?
+        } else {
+            None
+        };
+        if let Some(entry) = loaded {
+            plan.copies
+                .push((input, entry.fingerprint.path, Some(entry.run_id)));
         } else if let Some(first) = seen.get(&hash) {
             let first = first.clone();
             plan.copies.push((input, first, None));
@@ -150,7 +154,7 @@ pub fn dry_run(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
             path: input.path.clone(),
             size: input.size,
             verdict: "loaded",
-            loaded_by: manifest.loaded_by(&input.path),
+            loaded_by: manifest.loaded_by(&input.path)?,
         });
     }
     for (input, _, run) in &plan.copies {

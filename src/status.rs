@@ -68,7 +68,7 @@ fn job_status(layout: &JobLayout) -> Result<JobStatus> {
         rows_committed: 0,
         run_inputs: 0,
         run_inputs_done: 0,
-        inputs_loaded: manifest.len() as u64,
+        inputs_loaded: manifest.len(),
         recover_would: Vec::new(),
         abort_would: Vec::new(),
     };

@@ -4,7 +4,8 @@
 //! TABLE/                          the table: only committed part files, in COL=VALUE dirs
 //! TABLE/_ingest/JOB/lock          the job's OS lock (who holds it, inside)
 //! TABLE/_ingest/JOB/journal       the current or last run's journal
-//! TABLE/_ingest/JOB/manifest      inputs loaded by finished runs
+//! TABLE/_ingest/JOB/manifest      inputs loaded by finished runs: the head, naming
+//! TABLE/_ingest/JOB/manifest.d/   the sorted segments that hold them
 //! TABLE/_ingest/JOB/pending/RUN/CHECKPOINT/   staging area of one transaction
 //! TABLE/_ingest/JOB/state/RUN/    stage snapshots of a run
 //! TABLE/_ingest/JOB/overwrite/RUN/COL=VALUE/  overwrite mode: a partition's new content
@@ -81,7 +82,7 @@ impl JobLayout {
             self.journal(),
             self.manifest(),
         ];
-        paths.extend(["pending", "state", "overwrite"].map(|d| self.dir.join(d)));
+        paths.extend(["manifest.d", "pending", "state", "overwrite"].map(|d| self.dir.join(d)));
         paths.push(self.table.join("_rejects").join(&self.job));
         paths
     }

@@ -15,6 +15,7 @@ mod formats;
 mod jobs;
 mod json_input;
 mod load;
+mod manifest;
 mod operator;
 mod overwrite;
 mod partition;
