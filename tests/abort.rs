@@ -329,3 +329,43 @@ fn abort_without_job_undoes_the_one_interrupted_job_and_names_several() {
     assert_eq!(summary["job"], "beta");
     assert!(table_rows(&w.path("t")).is_empty());
 }
+
+/// The inputs an aborted run finished before it stopped count as not loaded too: the
+/// next load reads them again (the fold of an aborted run adds nothing to the manifest).
+#[test]
+fn an_input_the_aborted_run_had_finished_loads_again() {
+    let w = Workdir::new();
+    w.write("in/a.csv", "id,amount\n1,2.50\n2,3.00\n");
+    let b = w.write("in/b.csv", "id,amount\n3,1.00\n4,abc\n");
+    let load = [
+        "-t",
+        "t",
+        "--cast",
+        "amount=decimal(10,2)",
+        "--checkpoint-rows",
+        "1",
+        "in",
+    ];
+    let out = w.run(&load);
+    assert_code(&out, 1);
+    let status = w.run(&["-t", "t", "--status", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert!(
+        json[0]["checkpoints_committed"].as_u64().unwrap() >= 2,
+        "a.csv was finished before the bad row: {json}"
+    );
+    assert_code(&w.run(&["-t", "t", "--abort"]), 0);
+    std::fs::write(&b, "id,amount\n3,1.00\n4,4.00\n").unwrap();
+    let out = w.run(&load);
+    assert_code(&out, 0);
+    assert!(
+        stderr(&out).contains("loaded 4 rows") && stderr(&out).contains("from 2 input(s)"),
+        "{}",
+        stderr(&out)
+    );
+    assert_same_rows(
+        table_rows(&w.path("t")),
+        input_rows(&[w.path("in")]),
+        "after abort and the fixed load",
+    );
+}

@@ -543,6 +543,48 @@ mod tests {
     }
 
     #[test]
+    fn segments_stay_logarithmic_over_many_small_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let head = dir.path().join("manifest");
+        let mut manifest = Manifest::load(&head).unwrap();
+        let mut loaded = 0;
+        for r in 0..200 {
+            let n = 1 + r % 3;
+            manifest
+                .fold_entries(&head, &format!("r{r}"), run_of(n, loaded, "r"))
+                .unwrap();
+            loaded += n;
+            // Each segment more than twice the next newer: at most log2(N) + 1 of them.
+            let bound = (usize::BITS - loaded.leading_zeros()) as usize + 1;
+            assert!(
+                manifest.segments.len() <= bound,
+                "{} segments for {loaded} inputs after run {r}",
+                manifest.segments.len()
+            );
+        }
+    }
+
+    #[test]
+    fn a_small_run_leaves_a_big_segment_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let head = dir.path().join("manifest");
+        let mut manifest = Manifest::load(&head).unwrap();
+        manifest
+            .fold_entries(&head, "big", run_of(1000, 0, "big"))
+            .unwrap();
+        let big = manifest.head.segments[0].name.clone();
+        for r in 0..5 {
+            manifest
+                .fold_entries(&head, &format!("small{r}"), run_of(2, 1000 + 2 * r, "s"))
+                .unwrap();
+            // A fold costs its own inputs: the 1,000-entry segment is never rewritten.
+            assert_eq!(manifest.head.segments[0].name, big, "after small run {r}");
+            assert_eq!(manifest.head.segments[0].count, 1000);
+        }
+        assert!(manifest.segments.len() >= 2);
+    }
+
+    #[test]
     fn a_reloaded_path_takes_its_newest_entry_and_counts_once() {
         let dir = tempfile::tempdir().unwrap();
         let head = dir.path().join("manifest");

@@ -41,6 +41,8 @@ const CONTENT_RECORD: u64 = 32;
 const FRAME_HEADER: u64 = 8;
 /// Bytes read at once for an entry: its frame header and (usually) all of its payload.
 const ENTRY_READ: u64 = 512;
+/// Upper bound on binary-search steps (a u64 range halves to nothing in 64).
+const SEARCH_STEPS: usize = 65;
 
 /// An open segment.
 #[derive(Debug)]
@@ -210,7 +212,10 @@ impl Segment {
             return Ok(None);
         }
         let (mut lo, mut hi) = (0, self.count);
-        while lo < hi {
+        for _ in 0..SEARCH_STEPS {
+            if lo >= hi {
+                return Ok(None);
+            }
             let mid = lo + (hi - lo) / 2;
             let entry = self.entry_at(self.read_u64(self.path_index + 8 * mid)?)?;
             match entry.fingerprint.path.as_str().cmp(path) {
@@ -219,13 +224,16 @@ impl Segment {
                 std::cmp::Ordering::Greater => hi = mid,
             }
         }
-        Ok(None)
+        bail!(self.search_overrun())
     }
 
     /// The first content-index position at or after `(size, hash)`.
     fn lower_bound(&self, size: u64, hash: u128) -> Result<u64> {
         let (mut lo, mut hi) = (0, self.count);
-        while lo < hi {
+        for _ in 0..SEARCH_STEPS {
+            if lo >= hi {
+                return Ok(lo);
+            }
             let mid = lo + (hi - lo) / 2;
             let c = self.content_at(mid)?;
             if (c.size, c.hash) < (size, hash) {
@@ -234,7 +242,16 @@ impl Segment {
                 hi = mid;
             }
         }
-        Ok(lo)
+        bail!(self.search_overrun())
+    }
+
+    /// A binary search halves at least once per step: more steps than a u64 has bits
+    /// means the search itself is broken, which must fail, never spin.
+    fn search_overrun(&self) -> String {
+        format!(
+            "internal error: a search of manifest segment {} did not converge",
+            self.path.display()
+        )
     }
 
     /// True when some entry has this size.
