@@ -34,22 +34,14 @@ fn main() -> Result<(), Error> {
     if split {
         return split_main(&args);
     }
-    let out = PathBuf::from(&args[0]);
-    let column = args[1].clone();
-    let inputs: Vec<PathBuf> = args[2..].iter().map(PathBuf::from).collect();
-    fs::create_dir_all(&out)?;
-
-    let header = csv::Reader::from_path(&inputs[0])?.byte_headers()?.clone();
-    let col = header
-        .iter()
-        .position(|h| h == column.as_bytes())
-        .ok_or("no such column")?;
-    let body_header: Vec<&[u8]> = header
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != col)
-        .map(|(_, h)| h)
-        .collect();
+    let Setup {
+        out,
+        column,
+        inputs,
+        col,
+        body_header,
+    } = setup(&args)?;
+    let body_header: Vec<&[u8]> = body_header.iter().map(Vec::as_slice).collect();
 
     let (full_tx, full_rx) = sync_channel::<Batch>(4);
     let (empty_tx, empty_rx) = sync_channel::<Batch>(8);
@@ -99,8 +91,18 @@ fn main() -> Result<(), Error> {
     Ok(())
 }
 
-/// `--split`: each of two threads parses and writes its own half of the files.
-fn split_main(args: &[String]) -> Result<(), Error> {
+/// The command line read, the output directory made, the partition column found.
+struct Setup {
+    out: PathBuf,
+    column: String,
+    inputs: Vec<PathBuf>,
+    /// The partition column's index.
+    col: usize,
+    /// The header without the partition column.
+    body_header: Vec<Vec<u8>>,
+}
+
+fn setup(args: &[String]) -> Result<Setup, Error> {
     let out = PathBuf::from(&args[0]);
     let column = args[1].clone();
     let inputs: Vec<PathBuf> = args[2..].iter().map(PathBuf::from).collect();
@@ -110,12 +112,30 @@ fn split_main(args: &[String]) -> Result<(), Error> {
         .iter()
         .position(|h| h == column.as_bytes())
         .ok_or("no such column")?;
-    let body_header: Vec<Vec<u8>> = header
+    let body_header = header
         .iter()
         .enumerate()
         .filter(|(i, _)| *i != col)
         .map(|(_, h)| h.to_vec())
         .collect();
+    Ok(Setup {
+        out,
+        column,
+        inputs,
+        col,
+        body_header,
+    })
+}
+
+/// `--split`: each of two threads parses and writes its own half of the files.
+fn split_main(args: &[String]) -> Result<(), Error> {
+    let Setup {
+        out,
+        column,
+        inputs,
+        col,
+        body_header,
+    } = setup(args)?;
     std::thread::scope(|scope| -> Result<(), Error> {
         let workers: Vec<_> = (0..2)
             .map(|t| {
