@@ -97,6 +97,8 @@ mod tests {
         assert!(!is_url("data/in.csv"));
         assert!(!is_url("/abs/path://odd"));
         assert!(!is_url("://nothing"));
+        assert!(is_url_path(Path::new("s3://bucket/prefix/")));
+        assert!(!is_url_path(Path::new("landing/2026/a.csv")));
     }
 
     #[test]
