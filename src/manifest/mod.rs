@@ -71,15 +71,10 @@ struct Head {
     /// Distinct loaded inputs.
     total: u64,
     /// Live segment file names in `manifest.d/`, oldest first.
-    segments: Vec<SegmentName>,
+    /// (Each one's entry count is in its own footer: see `Segment::count`.)
+    segments: Vec<String>,
     /// The number the next segment gets.
     next: u64,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct SegmentName {
-    name: String,
-    count: u64,
 }
 
 /// A version-1 manifest, read whole (tables written before segments).
@@ -168,7 +163,7 @@ impl Manifest {
         let segments = head
             .segments
             .iter()
-            .map(|s| Segment::open(&dir.join(&s.name)))
+            .map(|name| Segment::open(&dir.join(name)))
             .collect::<Result<_>>()?;
         Ok(Manifest {
             head,
@@ -311,15 +306,9 @@ impl Manifest {
             // The old single file becomes the oldest segment.
             let name = segment_file(head.next);
             head.next += 1;
-            let count = segment::write(&dir.join(&name), v1.entries.into_values().map(Ok))?;
-            head.segments.insert(
-                0,
-                SegmentName {
-                    name: name.clone(),
-                    count,
-                },
-            );
+            segment::write(&dir.join(&name), v1.entries.into_values().map(Ok))?;
             segments.insert(0, Segment::open(&dir.join(&name))?);
+            head.segments.insert(0, name);
         }
         self.segments = segments;
 
@@ -331,12 +320,9 @@ impl Manifest {
         if !run.is_empty() {
             let name = segment_file(head.next);
             head.next += 1;
-            let count = segment::write(&dir.join(&name), run.into_values().map(Ok))?;
-            head.segments.push(SegmentName {
-                name: name.clone(),
-                count,
-            });
+            segment::write(&dir.join(&name), run.into_values().map(Ok))?;
             self.segments.push(Segment::open(&dir.join(&name))?);
+            head.segments.push(name);
         }
         self.merge(&dir, &mut head)?;
         head.folded_run = Some(run_id.to_string());
@@ -365,11 +351,11 @@ impl Manifest {
                 older: older.entries()?.peekable(),
                 newer: newer.entries()?.peekable(),
             };
-            let count = segment::write(&dir.join(&name), merged)?;
+            segment::write(&dir.join(&name), merged)?;
             self.segments.truncate(n - 2);
             head.segments.truncate(n - 2);
             self.segments.push(Segment::open(&dir.join(&name))?);
-            head.segments.push(SegmentName { name, count });
+            head.segments.push(name);
         }
         Ok(())
     }
@@ -408,8 +394,7 @@ fn segment_file(n: u64) -> String {
 
 /// Removes what no head names: merged-away segments, and leftovers of a crashed fold.
 fn remove_unnamed(dir: &Path, head: &Head) -> Result<()> {
-    let named: std::collections::HashSet<&str> =
-        head.segments.iter().map(|s| s.name.as_str()).collect();
+    let named: std::collections::HashSet<&str> = head.segments.iter().map(String::as_str).collect();
     let mut removed = false;
     for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
         let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
@@ -572,14 +557,14 @@ mod tests {
         manifest
             .fold_entries(&head, "big", run_of(1000, 0, "big"))
             .unwrap();
-        let big = manifest.head.segments[0].name.clone();
+        let big = manifest.head.segments[0].clone();
         for r in 0..5 {
             manifest
                 .fold_entries(&head, &format!("small{r}"), run_of(2, 1000 + 2 * r, "s"))
                 .unwrap();
             // A fold costs its own inputs: the 1,000-entry segment is never rewritten.
-            assert_eq!(manifest.head.segments[0].name, big, "after small run {r}");
-            assert_eq!(manifest.head.segments[0].count, 1000);
+            assert_eq!(manifest.head.segments[0], big, "after small run {r}");
+            assert_eq!(manifest.segments[0].count(), 1000);
         }
         assert!(manifest.segments.len() >= 2);
     }
