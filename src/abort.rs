@@ -94,14 +94,17 @@ pub fn plan(layout: &JobLayout, log: &RunLog) -> Result<Plan> {
         plan.refused = Some(format!(
             "the run's exchange of partitions began (some may already show the new content), \
              and undoing it would let readers see a mix of old and new; `{}` finishes it",
-            run::recover_command_for(&layout.table, &layout.job)
+            run::recover_command_for(&layout.table_name(), &layout.job)
         ));
         return Ok(plan);
     }
     for checkpoint in &log.checkpoints {
         for file in &checkpoint.files {
-            let dest = layout.in_table(&file.dest);
-            if fsutil::inode(&dest)?.is_some() {
+            let there = match &layout.remote {
+                Some(remote) => remote.size(&file.dest)?.is_some(),
+                None => fsutil::inode(&layout.in_table(&file.dest))?.is_some(),
+            };
+            if there {
                 plan.published
                     .push((file.dest.clone(), file.size, file.rows));
             }
@@ -114,7 +117,12 @@ pub fn plan(layout: &JobLayout, log: &RunLog) -> Result<Plan> {
 
 /// The run recorded the contract and the table has no other job that ran.
 fn contract_is_ours(layout: &JobLayout, log: &RunLog) -> Result<bool> {
-    if !log.started.contract_recorded || !contract::path(&layout.table).exists() {
+    // A table in a bucket keeps its contract: which other jobs ran is not in the
+    // working copy, and a contract left on a table without data refuses nothing.
+    if layout.target.is_some()
+        || !log.started.contract_recorded
+        || !contract::path(&layout.table).exists()
+    {
         return Ok(false);
     }
     if !Manifest::load(&layout.manifest())?.is_empty() {
@@ -130,6 +138,31 @@ fn contract_is_ours(layout: &JobLayout, log: &RunLog) -> Result<bool> {
 /// `--abort` without `--job`: the one interrupted job of the table; several are refused,
 /// named, since undoing is not something to do to jobs one did not name.
 pub fn abort_the_interrupted_job(common: &Common, messages: Messages) -> Result<Summary> {
+    if let Some(url) = &common.remote {
+        // Which jobs are interrupted is in each job's journal in the bucket, read under
+        // its lease: a table with one job aborts it, several need --job.
+        return match crate::storage::jobs_in(url)?.as_slice() {
+            [] => Ok(Summary::nothing(
+                "nothing-to-abort",
+                &common.job,
+                0,
+                std::time::Duration::ZERO,
+            )),
+            [job] => abort(
+                &Common {
+                    job: job.clone(),
+                    ..common.clone()
+                },
+                messages,
+            ),
+            jobs => Err(crate::exit::UsageError(format!(
+                "{url} has {} jobs ({}); name the one to undo with --job NAME",
+                jobs.len(),
+                jobs.join(", ")
+            ))
+            .into()),
+        };
+    }
     let mut interrupted = Vec::new();
     for job in crate::table::jobs(&common.table)? {
         let layout = JobLayout::new(&common.table, &job);
@@ -167,7 +200,7 @@ pub fn abort_the_interrupted_job(common: &Common, messages: Messages) -> Result<
 /// Undoes the job's interrupted run (steps 1 to 7 above).
 pub fn abort(common: &Common, messages: Messages) -> Result<Summary> {
     let started = Instant::now();
-    let layout = JobLayout::new(&common.table, &common.job);
+    let mut layout = JobLayout::of(common);
     let nothing = || {
         Ok(Summary::nothing(
             "nothing-to-abort",
@@ -176,10 +209,10 @@ pub fn abort(common: &Common, messages: Messages) -> Result<Summary> {
             started.elapsed(),
         ))
     };
-    if !layout.dir.exists() {
+    if layout.target.is_none() && !layout.dir.exists() {
         return nothing();
     }
-    let _lock = lock_job(&layout, common.lock_wait)?;
+    let _lock = lock_job(&mut layout, common.lock_wait)?;
     let replay = journal::replay_settled(&layout.journal())?;
     let Some(log) = replay.log else {
         return nothing();
@@ -207,7 +240,7 @@ pub fn undo(
             layout.job
         );
     }
-    let mut journal = Journal::open_append(&layout.journal(), valid_len)?;
+    let mut journal = Journal::open_append(layout, valid_len)?;
     if !log.aborting {
         journal.append(&Record::Aborting)?;
     }
@@ -231,6 +264,9 @@ pub fn undo(
 /// Step 4: removes the run's files from their final places; returns (files, rows).
 fn remove_published(layout: &JobLayout, log: &RunLog, messages: Messages) -> Result<(u64, u64)> {
     let files: Vec<_> = log.checkpoints.iter().flat_map(|c| &c.files).collect();
+    if let Some(remote) = &layout.remote {
+        return remove_objects(remote, log, &files, messages);
+    }
     let mid = files.len().div_ceil(2);
     let (mut count, mut rows) = (0, 0);
     let mut dirs = BTreeSet::new();
@@ -281,6 +317,40 @@ fn remove_published(layout: &JobLayout, log: &RunLog, messages: Messages) -> Res
     for dir in touched.iter().rev().filter(|d| d.is_dir()) {
         // Survives: a power cut after `Aborted` that would bring removed files back.
         fsutil::sync_dir(dir)?;
+    }
+    Ok((count, rows))
+}
+
+/// Step 4 for a table in a bucket: the run's objects with the journaled size go, and
+/// the open uploads of checkpoints that were never committed are aborted.
+fn remove_objects(
+    remote: &crate::storage::Remote,
+    log: &RunLog,
+    files: &[&crate::protocol::StagedFile],
+    messages: Messages,
+) -> Result<(u64, u64)> {
+    let uncommitted: Vec<_> = log.uncommitted().flat_map(|c| &c.files).collect();
+    remote.discard(&uncommitted)?;
+    let last = log.last_checkpoint().map_or(0, |c| c.checkpoint);
+    remote.settle_uploads(&log.started.run_id, last)?;
+    let mid = files.len().div_ceil(2);
+    let (mut count, mut rows) = (0, 0);
+    for (i, file) in files.iter().enumerate() {
+        match remote.size(&file.dest)? {
+            Some(size) if size == file.size => {
+                remote.remove(&file.dest)?;
+                count += 1;
+                rows += file.rows;
+            }
+            Some(size) => messages.note(&format!(
+                "left alone: {} ({size} bytes, not the {} bytes run {} journaled)",
+                file.dest, file.size, log.started.run_id
+            )),
+            None => {}
+        }
+        if i + 1 == mid {
+            failpoint::hit("abort.remove.mid");
+        }
     }
     Ok((count, rows))
 }

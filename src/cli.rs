@@ -22,8 +22,9 @@ pub const DEFAULT_CHECKPOINT_ROWS: u64 = 1_000_000;
 #[derive(Debug, Parser)]
 #[command(name = "ingest", version, about, long_about, max_term_width = 100, after_long_help = crate::manpage::after_help())]
 pub struct Cli {
-    /// The table directory (created if missing)
-    #[arg(short = 't', long, value_name = "TABLE_DIR",
+    /// The table: a directory (created if missing), or s3://BUCKET/PREFIX for a table in
+    /// an S3-compatible bucket, its state kept there too
+    #[arg(short = 't', long, value_name = "TABLE",
         required_unless_present_any = ["list_fail_points", "completions", "config", "infer_schema"])]
     pub target: Option<PathBuf>,
 
@@ -53,6 +54,7 @@ pub struct Cli {
     pub dry_run: bool,
 
     /// Wait up to SECONDS for another ingest of the job to finish instead of exiting 75
+    /// (for a table in a bucket: for the job's lease)
     #[arg(long, value_name = "SECONDS")]
     pub lock_wait: Option<u64>,
 
@@ -115,7 +117,7 @@ pub struct Cli {
     #[arg(long, conflicts_with_all = ["recover", "status"])]
     pub infer_schema: bool,
 
-    /// Send up to N bad rows to TABLE_DIR/_rejects/ instead of failing at the first one
+    /// Send up to N bad rows to TABLE/_rejects/ instead of failing at the first one
     #[arg(long, value_name = "N")]
     pub max_errors: Option<u64>,
 
@@ -213,7 +215,7 @@ pub struct Cli {
     #[arg(long)]
     pub reload: bool,
 
-    /// Job name: each job has its own journal, manifest and lock under TABLE_DIR/_ingest/
+    /// Job name: each job has its own journal, manifest and lock under TABLE/_ingest/
     /// [default: default; --status and --recover without it act on every job]
     #[arg(long, value_name = "NAME")]
     pub job: Option<String>,

@@ -38,7 +38,10 @@ pub enum Command {
 /// Settings shared by every command that touches a table.
 #[derive(Debug, Clone)]
 pub struct Common {
+    /// The table's directory; for a table in a bucket, its local working copy.
     pub table: PathBuf,
+    /// A table in a bucket: its URL (`s3://BUCKET/PREFIX`).
+    pub remote: Option<crate::storage::url::ObjectUrl>,
     pub job: String,
     pub quiet: bool,
     pub json: bool,
@@ -237,26 +240,38 @@ impl Command {
             .clone()
             .or(file.target.clone())
             .ok_or_else(|| usage("no target: give --target or `target` in the job file"))?;
-        if crate::storage::url::is_url_path(&table) {
+        let (table, remote) = if crate::storage::url::is_url_path(&table) {
             // Refuses a URL carrying credentials without repeating it.
             let url = crate::storage::url::parse(&table.to_string_lossy())?;
-            return Err(usage(format!(
-                "--target {url}: tables in object storage are not supported yet (inputs may \
-                 be s3:// URLs); give a local or shared directory"
-            )));
-        }
+            (working_copy(&url)?, Some(url))
+        } else {
+            (table, None)
+        };
         let job = cli.job.clone().or(file.job.clone());
         if let Some(job) = &job {
             check_job_name(job)?;
         }
         let common = Common {
             table,
+            remote,
             job: job.clone().unwrap_or_else(|| "default".to_string()),
             quiet: cli.quiet,
             json: cli.json,
             progress: cli.progress,
             lock_wait: cli.lock_wait.map(Duration::from_secs),
         };
+        if common.remote.is_some() && (cli.status || cli.dry_run) {
+            // Both read the job's state without its lease; the working copy is not it.
+            return Err(usage(format!(
+                "{} is not supported yet for a table in a bucket ({})",
+                if cli.status { "--status" } else { "--dry-run" },
+                common
+                    .remote
+                    .iter()
+                    .map(|u| u.to_string())
+                    .collect::<String>()
+            )));
+        }
         if cli.status {
             return Ok(Command::Status(common, job));
         }
@@ -311,6 +326,12 @@ impl Command {
                 "--mode overwrite-partitions replaces the partitions a load writes to, so it \
                  needs --partition-by (or `partition_by` in the job file)",
             ));
+        }
+        if let (Mode::OverwritePartitions, Some(url)) = (mode, &common.remote) {
+            return Err(usage(format!(
+                "--mode overwrite-partitions is not supported for a table in a bucket ({url}): \
+                 an object store cannot swap a partition's files at once; use --mode append"
+            )));
         }
         let mut stages = file.stages.clone();
         if !file.dedupe_key.is_empty() {
@@ -439,6 +460,38 @@ fn check_columns(flag: &str, cols: &[String]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The local working copy of a table in a bucket (`storage/replica.rs`): under
+/// `INGEST_WORK_DIR` if set, else the user's cache directory (`XDG_CACHE_HOME`, or
+/// `~/.cache`), at `ingest/s3/BUCKET/PREFIX`. It holds nothing the bucket does not:
+/// deleting it loses nothing, and a new machine starts with none.
+fn working_copy(url: &crate::storage::url::ObjectUrl) -> Result<PathBuf> {
+    if !cfg!(feature = "s3") {
+        return Err(usage(format!(
+            "--target {url}: this ingest was built without object-store support (the `s3` \
+             feature)"
+        )));
+    }
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let root = var("INGEST_WORK_DIR")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("ingest")))
+        .or_else(|| var("HOME").map(|d| d.join(".cache").join("ingest")))
+        .ok_or_else(|| {
+            usage(format!(
+                "--target {url}: set INGEST_WORK_DIR (or HOME) to a directory for the table's \
+                 local working copy"
+            ))
+        })?;
+    let mut dir = root.join("s3").join(&url.bucket);
+    for part in url.key.split('/').filter(|p| !p.is_empty()) {
+        dir.push(part);
+    }
+    Ok(dir)
 }
 
 /// Job names become file names under `_ingest/`, so they are kept to a safe alphabet.

@@ -156,9 +156,12 @@ pub enum Settled {
 }
 
 /// Checks a load's contract against the table's, recording it if the table has none (or
-/// evolving it as `evolve` allows); fails, showing both sides, when they disagree.
+/// evolving it as `evolve` allows); fails, showing both sides, when they disagree. The
+/// table is `shown` as the user named it (a URL for a table in a bucket, whose contract
+/// here is the working copy's).
 pub fn settle(
     table: &Path,
+    shown: &str,
     proposed: &Contract,
     evolve: Evolve,
     job: &str,
@@ -236,11 +239,12 @@ pub fn settle(
         }
     }
     bail!(
-        "this load does not fit table {}'s contract ({}, recorded by job {:?}, run {}):\n  \
+        "this load does not fit table {}'s contract ({}/_ingest/contract.json, recorded by job \
+         {:?}, run {}):\n  \
          table:     {}\n  this load: {}\n{}\nload into another table, or change the load \
          (a cast, a rename, a drop) to match",
-        table.display(),
-        path(table).display(),
+        shown,
+        shown,
         stored.recorded_by.job,
         stored.recorded_by.run_id,
         recorded.describe(),

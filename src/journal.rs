@@ -22,6 +22,7 @@ use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -29,6 +30,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::RunOptions;
 use crate::fsutil;
 use crate::protocol::{Fingerprint, InputDone, Position, SnapshotRef, StagedFile};
+use crate::storage::Remote;
+use crate::table::JobLayout;
 
 const JOURNAL_MAGIC: &[u8; 8] = b"INGESTJ\x01";
 const FRAME_HEADER: usize = 8;
@@ -174,6 +177,23 @@ impl RunLog {
     }
 }
 
+/// True when `payload` is a run's first record (`RunStarted`).
+pub fn starts_run(payload: &[u8]) -> bool {
+    matches!(
+        serde_json::from_slice::<Record>(payload),
+        Ok(Record::RunStarted(_))
+    )
+}
+
+/// A journal file holding `payloads`, in order.
+pub fn file_of<'a>(payloads: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut bytes = JOURNAL_MAGIC.to_vec();
+    for payload in payloads {
+        encode_frame(payload, &mut bytes);
+    }
+    bytes
+}
+
 /// Encodes one frame (see the module header for the layout).
 pub fn encode_frame(payload: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -279,24 +299,28 @@ pub fn replay(path: &Path) -> Result<Replay> {
 pub struct Journal {
     file: File,
     path: PathBuf,
+    /// A table in a bucket: each record goes there too, and only counts once it has.
+    remote: Option<Arc<Remote>>,
 }
 
 impl Journal {
     /// Starts a new journal holding only `started`, replacing the previous one atomically.
     ///
     /// The caller has already folded the previous run into the manifest.
-    pub fn create(path: &Path, started: &RunStarted) -> Result<Journal> {
-        let mut bytes = JOURNAL_MAGIC.to_vec();
-        encode_frame(
-            &serde_json::to_vec(&Record::RunStarted(started.clone()))?,
-            &mut bytes,
-        );
+    pub fn create(layout: &JobLayout, started: &RunStarted) -> Result<Journal> {
+        let path = &layout.journal();
+        let payload = serde_json::to_vec(&Record::RunStarted(started.clone()))?;
+        let bytes = file_of(std::iter::once(&payload[..]));
         fsutil::write_atomic(path, &bytes)?;
-        Journal::open_append(path, bytes.len() as u64)
+        if let Some(remote) = &layout.remote {
+            remote.journal_start(&payload)?;
+        }
+        Journal::open_append(layout, bytes.len() as u64)
     }
 
     /// Opens an existing journal for appending, cutting off a torn tail first.
-    pub fn open_append(path: &Path, valid_len: u64) -> Result<Journal> {
+    pub fn open_append(layout: &JobLayout, valid_len: u64) -> Result<Journal> {
+        let path = &layout.journal();
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -314,6 +338,7 @@ impl Journal {
         let mut journal = Journal {
             file,
             path: path.to_path_buf(),
+            remote: layout.remote.clone(),
         };
         use std::io::Seek;
         journal
@@ -334,7 +359,11 @@ impl Journal {
         // The record is in the page cache only: a process that reads it now (a recovery
         // after a crash here) must make it durable before acting on it (`replay_settled`).
         crate::failpoint::hit("journal.write.after");
-        fsutil::sync_file(&self.file, &self.path)
+        fsutil::sync_file(&self.file, &self.path)?;
+        match &self.remote {
+            Some(remote) => remote.journal_append(&payload),
+            None => Ok(()),
+        }
     }
 }
 

@@ -36,6 +36,22 @@ const FILES: &[(&str, &str)] = &[
         "the table contract: columns and types, format, compression, partition columns",
     ),
     (
+        "s3://BUCKET/TABLE/_ingest/JOB/journal.d/SEQ",
+        "a table in a bucket: one object per journal record, each created only if absent at \
+         the next sequence number, so a second writer loses cleanly",
+    ),
+    (
+        "s3://BUCKET/TABLE/_ingest/JOB/lease",
+        "a table in a bucket: the job's lease, renewed by its holder every third of the lease \
+         time (INGEST_LEASE_SECS, 30 s); a crashed holder's lease expires",
+    ),
+    (
+        "$XDG_CACHE_HOME/ingest/s3/BUCKET/TABLE/",
+        "a table in a bucket: this machine's working copy of its state (INGEST_WORK_DIR \
+         overrides the place; ~/.cache without XDG_CACHE_HOME); replaced from the bucket by \
+         every command, so deleting it loses nothing",
+    ),
+    (
         "TABLE/_rejects/JOB/rejects-JOB-RUN-CHECKPOINT.csv.rejects",
         "bad rows set aside with --max-errors, one file per checkpoint that had any: CSV with \
          the columns source_file, line, reason, record (the row as the failing stage saw it); \

@@ -115,6 +115,22 @@ pub struct StagedFile {
     pub dest: String,
     pub size: u64,
     pub rows: u64,
+    /// An object-store table: the open multipart upload that holds the file's bytes in
+    /// the store until commit completes it at `dest`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload: Option<Upload>,
+}
+
+/// A staged file's bytes in an object store: a multipart upload with every part uploaded
+/// and not yet completed, durable and invisible (`storage/bucket.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Upload {
+    /// The store's upload id.
+    pub id: String,
+    /// Each part's ETag, in order: what completing the upload names.
+    pub parts: Vec<String>,
+    /// The content hash of the whole file, to recognise it once published.
+    pub hash: String,
 }
 
 impl StagedFile {

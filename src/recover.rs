@@ -46,9 +46,15 @@ pub fn recover_every_job(
     let mut summaries = Vec::new();
     let mut failures: Vec<anyhow::Error> = Vec::new();
     let mut running = Vec::new();
-    for job in crate::table::jobs(&common.table)? {
+    let jobs = match &common.remote {
+        Some(url) => crate::storage::jobs_in(url)?,
+        None => crate::table::jobs(&common.table)?,
+    };
+    for job in jobs {
         let layout = JobLayout::new(&common.table, &job);
-        if let Some(holder) = crate::status::lock_holder(&layout) {
+        // A table in a bucket: each job's lease and journal are read by `recover`.
+        let remote = common.remote.is_some();
+        if let Some(holder) = crate::status::lock_holder(&layout).filter(|_| !remote) {
             running.push(LockHeld {
                 table: common.table.display().to_string(),
                 job: job.clone(),
@@ -56,7 +62,7 @@ pub fn recover_every_job(
             });
             continue;
         }
-        if !layout.journal().exists() {
+        if !remote && !layout.journal().exists() {
             continue;
         }
         let one = Common {
@@ -98,7 +104,7 @@ pub fn recover_every_job(
 /// Finishes the job's interrupted run; `max_errors` overrides the run's journaled limit.
 pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> Result<Summary> {
     let started = Instant::now();
-    let layout = JobLayout::new(&common.table, &common.job);
+    let mut layout = JobLayout::of(common);
     let nothing = || {
         Ok(Summary::nothing(
             "nothing-to-recover",
@@ -107,10 +113,10 @@ pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> 
             started.elapsed(),
         ))
     };
-    if !layout.dir.exists() {
+    if layout.target.is_none() && !layout.dir.exists() {
         return nothing();
     }
-    let _lock = lock_job(&layout, common.lock_wait)?;
+    let _lock = lock_job(&mut layout, common.lock_wait)?;
     // Both were written by a process that may have crashed before fsyncing them: make
     // them durable before acting on a word of them (issue 12).
     let mut manifest = Manifest::load_settled(&layout.manifest())?;
@@ -137,7 +143,7 @@ pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> 
         ));
         return crate::abort::undo(&layout, &log, replay.valid_len, messages, started);
     }
-    let mut journal = Journal::open_append(&layout.journal(), replay.valid_len)?;
+    let mut journal = Journal::open_append(&layout, replay.valid_len)?;
     let run_id = log.started.run_id.clone();
 
     for completed in log.uncommitted() {

@@ -27,8 +27,28 @@ use crate::source;
 use crate::table::JobLayout;
 
 /// Creates the job's directory and takes its lock, waiting up to `wait` for it, or fails
-/// with `LockHeld` (exit 75).
-pub fn lock_job(layout: &JobLayout, wait: Option<Duration>) -> Result<File> {
+/// with `LockHeld` (exit 75). For a table in a bucket, the local lock guards the working
+/// copy on this machine, and then the job's lease guards the job everywhere; with the
+/// lease held, the working copy is replaced by the bucket's state (`layout.remote`).
+pub fn lock_job(layout: &mut JobLayout, wait: Option<Duration>) -> Result<File> {
+    let lock = lock_local(layout, wait)?;
+    if let Some(url) = &layout.target {
+        #[cfg(feature = "s3")]
+        {
+            layout.remote = Some(crate::storage::Remote::open(
+                url,
+                &layout.table,
+                &layout.job,
+                wait,
+            )?);
+        }
+        #[cfg(not(feature = "s3"))]
+        bail!("{url}: this ingest was built without object-store support");
+    }
+    Ok(lock)
+}
+
+fn lock_local(layout: &JobLayout, wait: Option<Duration>) -> Result<File> {
     // Nothing of the job's state may be a symlink: the lock file is truncated, the
     // journal appended to, staging written, all through these names.
     for path in layout.state_paths() {
@@ -48,7 +68,7 @@ pub fn lock_job(layout: &JobLayout, wait: Option<Duration>) -> Result<File> {
             Err(LockError::Held(holder)) => {
                 if Instant::now() >= deadline || signals::requested().is_some() {
                     return Err(LockHeld {
-                        table: layout.table.display().to_string(),
+                        table: layout.table_name(),
                         job: layout.job.clone(),
                         holder,
                     }
@@ -85,23 +105,19 @@ pub fn interrupted_error(common: &Common, log: &RunLog) -> anyhow::Error {
 
 /// The command line that finishes this job's interrupted run.
 pub fn recover_command(common: &Common) -> String {
-    recover_command_for(&common.table, &common.job)
+    recover_command_for(&JobLayout::of(common).table_name(), &common.job)
 }
 
 /// The command line that finishes job `job`'s interrupted run in `table`.
-pub fn recover_command_for(table: &std::path::Path, job: &str) -> String {
-    format!(
-        "ingest --target {}{} --recover",
-        table.display(),
-        job_flag(job)
-    )
+pub fn recover_command_for(table: &str, job: &str) -> String {
+    format!("ingest --target {table}{} --recover", job_flag(job))
 }
 
 /// The command line that undoes this job's interrupted run.
 pub fn abort_command(common: &Common) -> String {
     format!(
         "ingest --target {}{} --abort",
-        common.table.display(),
+        JobLayout::of(common).table_name(),
         job_flag(&common.job)
     )
 }
@@ -157,9 +173,9 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     }
     let started = Instant::now();
     let common = &cfg.common;
-    let layout = JobLayout::new(&common.table, &common.job);
+    let mut layout = JobLayout::of(common);
     let mut made = Made::before(&layout);
-    let _lock = lock_job(&layout, common.lock_wait)?;
+    let _lock = lock_job(&mut layout, common.lock_wait)?;
     // Settled: the fold below and the plan act on them (see `fsutil::settle`).
     let mut manifest = Manifest::load_settled(&layout.manifest())?;
     if let Some(log) = journal::replay_settled(&layout.journal())?.log {
@@ -201,7 +217,9 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
             started.elapsed(),
         ));
     }
-    check_space(common, &plan.new)?;
+    if layout.remote.is_none() {
+        check_space(common, &plan.new)?;
+    }
     let columns = source::read_columns(&plan.new, cfg.options.delimiter)?.unwrap_or_default();
     let mut options = cfg.options.clone();
     if let (Some(schema), false) = (&options.schema, columns.is_empty()) {
@@ -237,6 +255,7 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     let proposed = Contract::of(&schema, &run.options);
     let settled = contract::settle(
         &common.table,
+        &layout.table_name(),
         &proposed,
         cfg.evolve,
         &common.job,
@@ -252,7 +271,7 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
             schema.names().join(", ")
         ));
     }
-    let mut journal = Journal::create(&layout.journal(), &run)?;
+    let mut journal = Journal::create(&layout, &run)?;
     made.keep();
     failpoint::hit("run.started.after");
     let total: u64 = run.inputs.iter().map(|i| i.size).sum();
@@ -413,5 +432,9 @@ pub fn finish(
 pub fn fold_finished(layout: &JobLayout, manifest: &mut Manifest, log: &RunLog) -> Result<()> {
     manifest.fold(&layout.manifest(), log)?;
     crate::stage::keystore::fold(&layout.dir, log)?;
-    pending::remove_run(layout, &log.started.run_id)
+    pending::remove_run(layout, &log.started.run_id)?;
+    match &layout.remote {
+        Some(remote) => remote.push(),
+        None => Ok(()),
+    }
 }

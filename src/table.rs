@@ -15,15 +15,26 @@
 //! remove exactly what the journal proves a run owns, and never another job's files.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
+use crate::config::Common;
+use crate::storage::url::ObjectUrl;
+use crate::storage::Remote;
+
 /// The paths of one job inside one table.
+///
+/// A table in a bucket (`target`) has the same layout in a local working copy (`table`
+/// is then that copy's directory); once the job's lease is held, `remote` carries the
+/// state and the data to the bucket (`storage/replica.rs`).
 #[derive(Debug, Clone)]
 pub struct JobLayout {
     pub table: PathBuf,
     pub job: String,
     pub dir: PathBuf,
+    pub target: Option<ObjectUrl>,
+    pub remote: Option<Arc<Remote>>,
 }
 
 impl JobLayout {
@@ -33,6 +44,24 @@ impl JobLayout {
             table: table.to_path_buf(),
             job: job.to_string(),
             dir: table.join("_ingest").join(job),
+            target: None,
+            remote: None,
+        }
+    }
+
+    /// The layout of the command's job in its table, local or in a bucket.
+    pub fn of(common: &Common) -> JobLayout {
+        JobLayout {
+            target: common.remote.clone(),
+            ..JobLayout::new(&common.table, &common.job)
+        }
+    }
+
+    /// The table as the user named it: its directory or its URL.
+    pub fn table_name(&self) -> String {
+        match &self.target {
+            Some(url) => url.to_string(),
+            None => self.table.display().to_string(),
         }
     }
 

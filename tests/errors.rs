@@ -251,16 +251,36 @@ fn credentials_in_a_url_are_refused_before_anything_is_contacted_or_repeated() {
 }
 
 #[test]
-fn an_object_store_target_is_refused_and_nothing_is_made_locally() {
+fn an_unreachable_object_store_target_is_a_clear_error_and_nothing_is_made_locally() {
     let w = Workdir::new();
     w.write("a.csv", "id\n1\n");
-    let out = w.run(&["-t", "s3://bucket/tables/orders", "a.csv"]);
-    assert_code(&out, 2);
-    assert!(
-        stderr(&out).contains("tables in object storage are not supported yet"),
-        "{}",
-        stderr(&out)
-    );
+    let out = w
+        .cmd()
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_ACCESS_KEY_ID", "test-key")
+        .env("AWS_SECRET_ACCESS_KEY", "test-secret-9f3b")
+        .env("AWS_REGION", "us-east-1")
+        .env("INGEST_WORK_DIR", w.path("work"))
+        .args(["-t", "s3://bucket/tables/orders", "a.csv"])
+        .output()
+        .unwrap();
+    if cfg!(feature = "s3") {
+        assert_code(&out, 1);
+        assert!(
+            stderr(&out).contains("s3://bucket/tables/orders/_ingest/default/lease"),
+            "names what it could not reach: {}",
+            stderr(&out)
+        );
+        assert!(!stderr(&out).contains("test-secret-9f3b"));
+    } else {
+        assert_code(&out, 2);
+        assert!(
+            stderr(&out).contains("built without object-store support"),
+            "{}",
+            stderr(&out)
+        );
+    }
     assert!(
         !w.path("s3:").exists(),
         "made a local directory named after the URL"

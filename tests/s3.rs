@@ -134,6 +134,106 @@ impl Store {
         self.env(&mut w.cmd()).args(args).output().unwrap()
     }
 
+    /// `ingest` on "machine" `machine`: its own working copy for tables in the bucket
+    /// (`INGEST_WORK_DIR`), a lease short enough for a test to outlive a crashed holder.
+    pub fn on(&self, w: &Workdir, machine: &str) -> Command {
+        let mut cmd = w.cmd();
+        self.env(&mut cmd)
+            .env("INGEST_WORK_DIR", w.path(machine))
+            .env("INGEST_LEASE_SECS", "1");
+        cmd
+    }
+
+    /// The table's URL, `s3://BUCKET/PREFIX/rel`, without a trailing slash.
+    pub fn table(&self, rel: &str) -> String {
+        self.url(rel)
+    }
+
+    fn key(&self, rel: &str) -> ObjectPath {
+        ObjectPath::from(format!("{}/{rel}", self.prefix))
+    }
+
+    /// Every object under `rel` as (key relative to the test's prefix, size), sorted.
+    pub fn list(&self, rel: &str) -> Vec<(String, u64)> {
+        use futures::StreamExt;
+        let prefix = self.key(rel);
+        let metas: Vec<_> = self.rt.block_on(async {
+            let mut stream = object_store::ObjectStore::list(&self.client, Some(&prefix));
+            let mut out = Vec::new();
+            while let Some(meta) = stream.next().await {
+                out.push(meta.unwrap());
+            }
+            out
+        });
+        let skip = self.prefix.len() + 1;
+        let mut out: Vec<(String, u64)> = metas
+            .into_iter()
+            .map(|m| (m.location.as_ref()[skip..].to_string(), m.size))
+            .collect();
+        out.sort();
+        out
+    }
+
+    pub fn delete(&self, rel: &str) {
+        self.rt
+            .block_on(self.client.delete(&self.key(rel)))
+            .unwrap();
+    }
+
+    /// The object at `rel`, if there is one.
+    pub fn get(&self, rel: &str) -> Option<Vec<u8>> {
+        match self.rt.block_on(self.client.get(&self.key(rel))) {
+            Ok(got) => Some(self.rt.block_on(got.bytes()).unwrap().to_vec()),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => panic!("cannot read {rel}: {e}"),
+        }
+    }
+
+    /// Copies every object under `rel` into `dir`, as a reader downloading the table.
+    pub fn download(&self, rel: &str, dir: &std::path::Path) {
+        for (key, _) in self.list(rel) {
+            let below = key.strip_prefix(rel).unwrap().trim_start_matches('/');
+            let path = dir.join(below);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, self.get(&key).unwrap()).unwrap();
+        }
+    }
+
+    /// `tests/py/s3_check.py` with `args` (boto3, pyarrow: another client than ingest's),
+    /// or `None` without the Python `.ci/s3-store` installs (then the check is skipped,
+    /// except under CI).
+    pub fn check(&self, args: &[&str]) -> Option<String> {
+        let Ok(python) = std::env::var("INGEST_TEST_S3_PYTHON") else {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "no INGEST_TEST_S3_PYTHON under CI"
+            );
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped the {:?} check: no INGEST_TEST_S3_PYTHON (.ci/test sets it)",
+                args.first()
+            );
+            return None;
+        };
+        let out = Command::new(python)
+            .arg(fixtures().parent().unwrap().join("tests/py/s3_check.py"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "s3_check.py {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(String::from_utf8(out.stdout).unwrap())
+    }
+
+    /// The test's key prefix inside the bucket.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     pub fn run_failing(&self, w: &Workdir, point: &str, args: &[&str]) -> Output {
         self.env(&mut w.cmd())
             .env("INGEST_FAIL_POINT", point)

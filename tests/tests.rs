@@ -22,6 +22,8 @@ mod partition;
 mod recover;
 #[cfg(feature = "s3")]
 mod s3;
+#[cfg(feature = "s3")]
+mod s3_table;
 mod scripting;
 mod stages;
 mod symlinks;

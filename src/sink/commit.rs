@@ -25,6 +25,11 @@ pub fn publish(layout: &JobLayout, checkpoint: &Checkpoint, mode: Mode) -> Resul
         .iter()
         .filter(|f| mode == Mode::Append || f.is_rejects())
         .collect();
+    if let Some(remote) = &layout.remote {
+        remote.publish(&files, &layout.dir)?;
+        failpoint::hit("commit.dirsync.after");
+        return Ok(());
+    }
     let mid = files.len().div_ceil(2);
     for (i, file) in files.into_iter().enumerate() {
         let staged = layout.dir.join(&file.staged);

@@ -433,10 +433,12 @@ impl TableSink {
                 dest: part.dest,
                 size: 0,
                 rows: part.rows,
+                upload: None,
             };
             files.push((file, part.staged, staged));
         }
         Ok(PreCommitted {
+            remote: self.layout.remote.clone(),
             dir: txn.dir,
             files,
             rows: txn.rows,
@@ -455,6 +457,8 @@ impl TableSink {
 /// A transaction whose files are flushed but not yet durable.
 #[derive(Debug)]
 pub struct PreCommitted {
+    /// A table in a bucket: each file is uploaded once durable here.
+    remote: Option<std::sync::Arc<crate::storage::Remote>>,
     dir: PathBuf,
     /// Each staged file, still open (or finishing) unless the open-file cap closed it.
     files: Vec<(Option<Finished>, PathBuf, StagedFile)>,
@@ -492,12 +496,17 @@ impl Flushed for PreCommitted {
                 .metadata()
                 .with_context(|| format!("cannot stat {}", path.display()))?
                 .len();
-            out.push(staged);
+            out.push((staged, path));
         }
         if !out.is_empty() {
             // Survives: a power cut that keeps the files' data but loses their names.
             fsutil::sync_dir(&self.dir)?;
         }
+        if let Some(remote) = &self.remote {
+            // Durable in the store, and seen by no reader until commit completes it.
+            remote.upload(&mut out)?;
+        }
+        let out: Vec<StagedFile> = out.into_iter().map(|(staged, _)| staged).collect();
         failpoint::hit("sink.precommit.after");
         Ok(out)
     }

@@ -34,7 +34,7 @@ use crate::protocol::Fingerprint;
 /// Chunks a download may run ahead of its reader.
 const READ_AHEAD_CHUNKS: usize = 8;
 
-fn runtime() -> Result<&'static Runtime> {
+pub(crate) fn runtime() -> Result<&'static Runtime> {
     static RUNTIME: OnceLock<std::result::Result<Runtime, String>> = OnceLock::new();
     RUNTIME
         .get_or_init(|| {
@@ -50,7 +50,7 @@ fn runtime() -> Result<&'static Runtime> {
 }
 
 /// The client for `bucket`, built once from the environment.
-fn client(bucket: &str) -> Result<Arc<AmazonS3>> {
+pub(crate) fn client(bucket: &str) -> Result<Arc<AmazonS3>> {
     static CLIENTS: OnceLock<Mutex<HashMap<String, Arc<AmazonS3>>>> = OnceLock::new();
     let clients = CLIENTS.get_or_init(Mutex::default);
     let mut clients = clients
@@ -59,6 +59,89 @@ fn client(bucket: &str) -> Result<Arc<AmazonS3>> {
     if let Some(client) = clients.get(bucket) {
         return Ok(client.clone());
     }
+    let client = Arc::new(
+        builder(bucket)
+            .build()
+            .map_err(flat)
+            .with_context(|| format!("cannot configure access to bucket {bucket}"))?,
+    );
+    clients.insert(bucket.to_string(), client.clone());
+    Ok(client)
+}
+
+/// A client for `bucket` whose every request carries `If-None-Match: *`, used for one
+/// request only: completing a multipart upload that another process (or this one, before
+/// a crash) started. `object_store`'s `MultipartStore::complete_multipart` always
+/// overwrites; its conditional completion exists only for uploads whose handle lives in
+/// memory, which a recovery on another machine does not have. Default headers are part
+/// of the client's options, so the environment's client settings are copied across.
+pub(crate) fn create_only_client(bucket: &str) -> Result<AmazonS3> {
+    let from_env = builder(bucket);
+    let options = client_options(&from_env);
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        http::header::IF_NONE_MATCH,
+        http::HeaderValue::from_static("*"),
+    );
+    from_env
+        .with_client_options(options.with_default_headers(headers))
+        .build()
+        .map_err(flat)
+        .with_context(|| format!("cannot configure access to bucket {bucket}"))
+}
+
+/// The HTTP settings of a configured client, for a client of our own.
+fn client_options(from_env: &AmazonS3Builder) -> object_store::ClientOptions {
+    let mut options = object_store::ClientOptions::new();
+    for key in [
+        ClientConfigKey::AllowHttp,
+        ClientConfigKey::AllowInvalidCertificates,
+        ClientConfigKey::ConnectTimeout,
+        ClientConfigKey::ProxyUrl,
+        ClientConfigKey::ProxyCaCertificate,
+        ClientConfigKey::ProxyExcludes,
+        ClientConfigKey::Timeout,
+        ClientConfigKey::UserAgent,
+    ] {
+        if let Some(value) = from_env.get_config_value(&AmazonS3ConfigKey::Client(key)) {
+            options = options.with_config(key, value);
+        }
+    }
+    options
+}
+
+/// What listing open multipart uploads needs: `object_store` has no call for it
+/// (`ListMultipartUploads`), so `bucket.rs` makes that one request itself, signed by
+/// `object_store`'s own SigV4 signer and sent by its own HTTP client.
+pub(crate) struct UploadLister {
+    /// The bucket's URL (path-style `ENDPOINT/BUCKET`, or the virtual-hosted endpoint).
+    pub base: String,
+    pub region: String,
+    pub http: object_store::client::HttpClient,
+}
+
+pub(crate) fn upload_lister(bucket: &str) -> Result<UploadLister> {
+    use object_store::client::HttpConnector;
+    let from_env = builder(bucket);
+    let get = |key| from_env.get_config_value(&key);
+    let region = get(AmazonS3ConfigKey::Region).unwrap_or_else(|| "us-east-1".into());
+    let virtual_hosted = get(AmazonS3ConfigKey::VirtualHostedStyleRequest)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let base = match (get(AmazonS3ConfigKey::Endpoint), virtual_hosted) {
+        (Some(endpoint), true) => endpoint.trim_end_matches('/').to_string(),
+        (Some(endpoint), false) => format!("{}/{bucket}", endpoint.trim_end_matches('/')),
+        (None, true) => format!("https://{bucket}.s3.{region}.amazonaws.com"),
+        (None, false) => format!("https://s3.{region}.amazonaws.com/{bucket}"),
+    };
+    let http = object_store::client::ReqwestConnector::default()
+        .connect(&client_options(&from_env))
+        .map_err(flat)
+        .with_context(|| format!("cannot configure access to bucket {bucket}"))?;
+    Ok(UploadLister { base, region, http })
+}
+
+/// The client configuration for `bucket`: the environment, bounded retries and connect.
+fn builder(bucket: &str) -> AmazonS3Builder {
     // Bounded: an unreachable endpoint fails the run in seconds, not minutes, while a
     // store that is briefly throttling (503 SlowDown) is still ridden out.
     let retry = RetryConfig {
@@ -66,26 +149,20 @@ fn client(bucket: &str) -> Result<Arc<AmazonS3>> {
         max_retries: 5,
         retry_timeout: Duration::from_secs(60),
     };
-    let client = AmazonS3Builder::from_env()
+    AmazonS3Builder::from_env()
         .with_bucket_name(bucket)
         .with_retry(retry)
         .with_config(
             AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
             "10 seconds",
         )
-        .build()
-        .map_err(flat)
-        .with_context(|| format!("cannot configure access to bucket {bucket}"))?;
-    let client = Arc::new(client);
-    clients.insert(bucket.to_string(), client.clone());
-    Ok(client)
 }
 
 /// An `object_store` error as one message: its `Display` already spells out the chain
 /// of causes, which `{:#}` would otherwise print a second time. When the environment
 /// holds no keys, the client's last resort is the instance metadata service; its
 /// failure then means "no credentials", and the message says so.
-fn flat(e: object_store::Error) -> anyhow::Error {
+pub(crate) fn flat(e: object_store::Error) -> anyhow::Error {
     let text = e.to_string();
     if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() && text.contains("169.254.169.254") {
         return anyhow!(

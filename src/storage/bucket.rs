@@ -1,0 +1,443 @@
+//! A table in an S3-compatible bucket: the object operations the protocol needs, each a
+//! blocking call on the shared client runtime (`s3.rs`), each keyed relative to the
+//! table's prefix (`s3://BUCKET/PREFIX/` + `country=US/part-….csv`).
+//!
+//! - [`Bucket::put`] with [`Mode::Create`] or [`Mode::Replace`]: `If-None-Match: *` or
+//!   `If-Match: ETAG`, so a second writer loses cleanly ([`Put::Conflict`]).
+//! - [`Bucket::upload`]: preCommit of a data file, a multipart upload whose parts are
+//!   all uploaded and which is *not* completed: durable in the store, invisible to every
+//!   listing. [`Bucket::complete`] is the commit: `CompleteMultipartUpload` with
+//!   `If-None-Match: *`, so an object already at the key is never replaced.
+
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::aws::AmazonS3;
+use object_store::multipart::{MultipartStore, PartId};
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+
+use super::s3::{client, create_only_client, flat, runtime};
+use super::url::ObjectUrl;
+use crate::protocol::Upload;
+use crate::source::hash_hex;
+
+/// Parts of a multipart upload: S3's minimum for every part but the last is 5 MiB;
+/// twice that halves the requests and still bounds a file's upload to one buffer.
+const PART_SIZE: usize = 10 * 1024 * 1024;
+
+/// How a conditional write treats an object already at the key.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// Only if no object is there (`If-None-Match: *`).
+    Create,
+    /// Only if the object there still has this ETag (`If-Match`).
+    Replace(String),
+    /// Whatever is there (for files only this process writes, under its lease).
+    Overwrite,
+}
+
+/// The outcome of a conditional write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Put {
+    /// Written; the new object's ETag.
+    Done(Option<String>),
+    /// The condition failed: another writer got there first.
+    Conflict,
+}
+
+/// What [`Bucket::complete`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completed {
+    /// This call made the object visible.
+    Published,
+    /// The object was already there with the upload's exact bytes (an earlier attempt
+    /// completed it before a crash).
+    AlreadyThere,
+}
+
+/// One table's objects.
+pub struct Bucket {
+    url: ObjectUrl,
+    store: Arc<AmazonS3>,
+    create_only: AmazonS3,
+}
+
+impl std::fmt::Debug for Bucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Bucket({})", self.url)
+    }
+}
+
+impl Bucket {
+    /// The table at `url` (a prefix; a trailing `/` is optional).
+    pub fn open(url: &ObjectUrl) -> Result<Bucket> {
+        let url = ObjectUrl {
+            bucket: url.bucket.clone(),
+            key: url.key.trim_matches('/').to_string(),
+        };
+        Ok(Bucket {
+            store: client(&url.bucket)?,
+            create_only: create_only_client(&url.bucket)?,
+            url,
+        })
+    }
+
+    /// The table's URL.
+    pub fn url(&self) -> &ObjectUrl {
+        &self.url
+    }
+
+    /// The key of `rel`, a `/`-separated path relative to the table.
+    fn key(&self, rel: &str) -> ObjectPath {
+        if self.url.key.is_empty() {
+            ObjectPath::from(rel)
+        } else {
+            ObjectPath::from(format!("{}/{rel}", self.url.key))
+        }
+    }
+
+    /// The URL of `rel`, for messages.
+    pub fn url_of(&self, rel: &str) -> ObjectUrl {
+        self.url.with_key(self.key(rel).as_ref())
+    }
+
+    /// The object at `rel` and its ETag, or `None`.
+    pub fn get(&self, rel: &str) -> Result<Option<(Bytes, Option<String>)>> {
+        let rt = runtime()?;
+        let got = rt.block_on(async {
+            let got = self.store.get(&self.key(rel)).await?;
+            let etag = got.meta.e_tag.clone();
+            Ok::<_, object_store::Error>((got.bytes().await?, etag))
+        });
+        match got {
+            Ok(got) => Ok(Some(got)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(flat(e)).with_context(|| format!("cannot read {}", self.url_of(rel))),
+        }
+    }
+
+    /// Writes `bytes` to `rel` if `mode` allows.
+    pub fn put(&self, rel: &str, bytes: Vec<u8>, mode: Mode) -> Result<Put> {
+        let mode = match mode {
+            Mode::Create => PutMode::Create,
+            Mode::Replace(e_tag) => PutMode::Update(UpdateVersion {
+                e_tag: Some(e_tag),
+                version: None,
+            }),
+            Mode::Overwrite => PutMode::Overwrite,
+        };
+        let put = runtime()?.block_on(self.store.put_opts(
+            &self.key(rel),
+            PutPayload::from(bytes),
+            PutOptions::from(mode),
+        ));
+        match put {
+            Ok(done) => Ok(Put::Done(done.e_tag)),
+            Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. },
+            ) => Ok(Put::Conflict),
+            Err(e) => Err(flat(e)).with_context(|| format!("cannot write {}", self.url_of(rel))),
+        }
+    }
+
+    /// Removes `rel`; an absent object is not an error.
+    pub fn delete(&self, rel: &str) -> Result<()> {
+        match runtime()?.block_on(self.store.delete(&self.key(rel))) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(flat(e)).with_context(|| format!("cannot remove {}", self.url_of(rel))),
+        }
+    }
+
+    /// Every object under `rel_prefix` (a directory-like prefix, without the trailing
+    /// `/`), as (path relative to the table, size), in key order.
+    pub fn list(&self, rel_prefix: &str) -> Result<Vec<(String, u64)>> {
+        let prefix = self.key(rel_prefix);
+        let listed = runtime()?
+            .block_on(async {
+                let mut stream = self.store.list(Some(&prefix));
+                let mut out = Vec::new();
+                while let Some(meta) = stream.next().await {
+                    out.push(meta?);
+                }
+                Ok::<_, object_store::Error>(out)
+            })
+            .map_err(flat)
+            .with_context(|| format!("cannot list {}", self.url_of(rel_prefix)))?;
+        let skip = if self.url.key.is_empty() {
+            0
+        } else {
+            self.url.key.len() + 1
+        };
+        let mut out: Vec<(String, u64)> = listed
+            .into_iter()
+            .filter_map(|meta| {
+                let key = meta.location.as_ref();
+                key.get(skip..).map(|rel| (rel.to_string(), meta.size))
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// The names one level below `rel_prefix` that have objects under them.
+    pub fn children(&self, rel_prefix: &str) -> Result<Vec<String>> {
+        let prefix = self.key(rel_prefix);
+        let listed = runtime()?
+            .block_on(self.store.list_with_delimiter(Some(&prefix)))
+            .map_err(flat)
+            .with_context(|| format!("cannot list {}", self.url_of(rel_prefix)))?;
+        let mut names: Vec<String> = listed
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_string))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// The size of the object at `rel`, or `None`.
+    pub fn size(&self, rel: &str) -> Result<Option<u64>> {
+        match runtime()?.block_on(self.store.head(&self.key(rel))) {
+            Ok(meta) => Ok(Some(meta.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(flat(e)).with_context(|| format!("cannot read {}", self.url_of(rel))),
+        }
+    }
+
+    /// The content hash of the object at `rel`, streamed (bounded memory).
+    fn hash_of(&self, rel: &str) -> Result<String> {
+        let rt = runtime()?;
+        rt.block_on(async {
+            let got = self.store.get(&self.key(rel)).await?;
+            let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+            let mut stream = got.into_stream();
+            while let Some(chunk) = stream.next().await {
+                hasher.update(&chunk?);
+            }
+            Ok::<_, object_store::Error>(hash_hex(hasher.digest128()))
+        })
+        .map_err(flat)
+        .with_context(|| format!("cannot read {}", self.url_of(rel)))
+    }
+
+    /// Starts a multipart upload to `rel`; returns its id.
+    pub fn start_upload(&self, rel: &str) -> Result<String> {
+        runtime()?
+            .block_on(self.store.create_multipart(&self.key(rel)))
+            .map_err(flat)
+            .with_context(|| format!("cannot start the upload of {}", self.url_of(rel)))
+    }
+
+    /// preCommit of one data file: uploads `file` as every part of the started upload
+    /// `id` to `rel`, and leaves it open. Memory: one part. If a part fails, the upload
+    /// is aborted before the error returns.
+    pub fn send_parts(&self, rel: &str, id: &str, file: &Path) -> Result<Upload> {
+        let rt = runtime()?;
+        let key = self.key(rel);
+        let id = id.to_string();
+        let sent = (|| {
+            let mut reader = std::fs::File::open(file)
+                .with_context(|| format!("cannot open staged file {}", file.display()))?;
+            let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+            let mut parts = Vec::new();
+            loop {
+                let mut part = Vec::with_capacity(PART_SIZE);
+                (&mut reader)
+                    .take(PART_SIZE as u64)
+                    .read_to_end(&mut part)
+                    .with_context(|| format!("cannot read staged file {}", file.display()))?;
+                if part.is_empty() && !parts.is_empty() {
+                    break;
+                }
+                hasher.update(&part);
+                let last = part.len() < PART_SIZE;
+                let done = rt
+                    .block_on(
+                        self.store
+                            .put_part(&key, &id, parts.len(), PutPayload::from(part)),
+                    )
+                    .map_err(flat)
+                    .with_context(|| format!("cannot upload a part of {}", self.url_of(rel)))?;
+                parts.push(done.content_id);
+                if last {
+                    break;
+                }
+            }
+            Ok(Upload {
+                id: id.clone(),
+                parts,
+                hash: hash_hex(hasher.digest128()),
+            })
+        })();
+        if sent.is_err() {
+            // Best effort: a lifecycle rule cleans up what this cannot.
+            let _ = self.abort(rel, &id);
+        }
+        sent
+    }
+
+    /// Every multipart upload open under `rel_prefix`, as (path relative to the table,
+    /// upload id), through the S3 API's `ListMultipartUploads` (see
+    /// [`super::s3::UploadLister`]). Bounded: at most 10,000 pages of 1,000.
+    pub fn open_uploads(&self, rel_prefix: &str) -> Result<Vec<(String, String)>> {
+        use object_store::aws::AwsAuthorizer;
+        use object_store::client::HttpRequestBody;
+
+        let lister = super::s3::upload_lister(&self.url.bucket)?;
+        let prefix = self.key(rel_prefix).to_string();
+        let rt = runtime()?;
+        let what = || {
+            format!(
+                "cannot list the open uploads under {}",
+                self.url_of(rel_prefix)
+            )
+        };
+        let mut found = Vec::new();
+        let mut marker: Option<(String, String)> = None;
+        for _ in 0..10_000 {
+            let mut url = url::Url::parse(&lister.base).with_context(what)?;
+            {
+                let mut query = url.query_pairs_mut();
+                query
+                    .append_key_only("uploads")
+                    .append_pair("prefix", &prefix);
+                if let Some((key, id)) = &marker {
+                    query
+                        .append_pair("key-marker", key)
+                        .append_pair("upload-id-marker", id);
+                }
+            }
+            let body = rt
+                .block_on(async {
+                    let credential = self.store.credentials().get_credential().await?;
+                    let mut request = http::Request::get(url.as_str())
+                        .body(HttpRequestBody::empty())
+                        .map_err(|e| object_store::Error::Generic {
+                            store: "S3",
+                            source: Box::new(e),
+                        })?;
+                    AwsAuthorizer::new(&credential, "s3", &lister.region)
+                        .try_authorize(&mut request, None)?;
+                    let response = lister.http.execute(request).await.map_err(|e| {
+                        object_store::Error::Generic {
+                            store: "S3",
+                            source: Box::new(e),
+                        }
+                    })?;
+                    let status = response.status();
+                    let bytes = response.into_body().bytes().await.map_err(|e| {
+                        object_store::Error::Generic {
+                            store: "S3",
+                            source: Box::new(e),
+                        }
+                    })?;
+                    Ok::<_, object_store::Error>((status, bytes))
+                })
+                .map_err(flat)
+                .with_context(what)?;
+            let (status, bytes) = body;
+            if !status.is_success() {
+                bail!(
+                    "{}: the store answered {status}: {}",
+                    what(),
+                    String::from_utf8_lossy(&bytes)
+                );
+            }
+            let page: ListUploads = quick_xml::de::from_reader(&bytes[..])
+                .with_context(|| format!("{}: an answer that is not a listing", what()))?;
+            let skip = if self.url.key.is_empty() {
+                0
+            } else {
+                self.url.key.len() + 1
+            };
+            found.extend(
+                page.uploads
+                    .into_iter()
+                    .filter_map(|u| Some((u.key.get(skip..)?.to_string(), u.upload_id))),
+            );
+            match (
+                page.is_truncated,
+                page.next_key_marker,
+                page.next_upload_id_marker,
+            ) {
+                (true, Some(key), Some(id)) => marker = Some((key, id)),
+                _ => return Ok(found),
+            }
+        }
+        bail!("{}: more than 10,000 pages", what())
+    }
+
+    /// Aborts the multipart upload `id` to `rel`; one already gone is not an error.
+    pub fn abort(&self, rel: &str, id: &str) -> Result<()> {
+        match runtime()?.block_on(self.store.abort_multipart(&self.key(rel), &id.to_string())) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(flat(e))
+                .with_context(|| format!("cannot abort the open upload of {}", self.url_of(rel))),
+        }
+    }
+
+    /// commit of one data file: completes `upload` at `rel` unless an object is already
+    /// there. Idempotent: when the object there has the upload's size and content hash,
+    /// an earlier attempt published it and this one is done too. Anything else at the
+    /// key is another writer's and stays untouched: an error, not a clobber.
+    pub fn complete(&self, rel: &str, upload: &Upload, size: u64) -> Result<Completed> {
+        let parts = upload
+            .parts
+            .iter()
+            .map(|content_id| PartId {
+                content_id: content_id.clone(),
+            })
+            .collect();
+        let done = runtime()?.block_on(self.create_only.complete_multipart(
+            &self.key(rel),
+            &upload.id,
+            parts,
+        ));
+        let why = match done {
+            Ok(_) => return Ok(Completed::Published),
+            Err(e) => flat(e),
+        };
+        match self.size(rel)? {
+            Some(found) if found == size && self.hash_of(rel)? == upload.hash => {
+                Ok(Completed::AlreadyThere)
+            }
+            Some(found) => bail!(
+                "{} already exists ({found} bytes) and is not the file this run staged for it \
+                 ({size} bytes); it was left untouched",
+                self.url_of(rel)
+            ),
+            None => Err(why).with_context(|| {
+                format!(
+                    "cannot publish {}: its upload is gone and the object is not there; the \
+                     table may have lost rows",
+                    self.url_of(rel)
+                )
+            }),
+        }
+    }
+}
+
+/// A page of `ListMultipartUploads`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ListUploads {
+    #[serde(default)]
+    is_truncated: bool,
+    next_key_marker: Option<String>,
+    next_upload_id_marker: Option<String>,
+    #[serde(rename = "Upload", default)]
+    uploads: Vec<OpenUpload>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct OpenUpload {
+    key: String,
+    upload_id: String,
+}

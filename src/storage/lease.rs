@@ -1,0 +1,265 @@
+//! The job lock of an object-store table: a lease object, `TABLE/_ingest/JOB/lease`.
+//!
+//! - acquire: create the object if absent (`If-None-Match: *`). If it exists and its
+//!   expiry has passed, a crashed holder left it: replace it only if it is still that
+//!   object (`If-Match` on its ETag), so of two processes taking over at once exactly
+//!   one wins. A live lease means another holder: wait up to `--lock-wait`, then exit 75.
+//! - renew: a thread rewrites it (`If-Match` again) every third of the lease time. A
+//!   renewal that finds another holder's object, or that cannot reach the store before
+//!   the lease runs out, marks the lease lost; the run then stops before its next
+//!   journal record ([`Lease::check`]).
+//! - release: delete it, if it is still ours.
+//!
+//! The lease is advisory between well-behaved processes; the journal is the fence. Its
+//! records are created only if absent at the next sequence number (`replica.rs`), so a
+//! holder that stalled past its lease, and lost it, fails its next record instead of
+//! interleaving with the new holder's.
+//!
+//! Expiry is judged by the waiter's clock against the holder's: clocks must agree to
+//! well within the lease time (30 s unless `INGEST_LEASE_SECS` says otherwise).
+
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::bucket::{Bucket, Mode, Put};
+use crate::exit::LockHeld;
+use crate::signals;
+
+/// The lease time unless `INGEST_LEASE_SECS` sets another.
+const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// What the lease object holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Holder {
+    /// Who: host, pid and start time, for the exit-75 message.
+    holder: String,
+    /// Milliseconds since the epoch after which the lease is free.
+    expires_ms: u64,
+}
+
+/// The lease time: `INGEST_LEASE_SECS`, or 30 seconds.
+pub fn lease_time() -> Duration {
+    std::env::var("INGEST_LEASE_SECS")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|&secs| secs > 0)
+        .map_or(DEFAULT_LEASE, Duration::from_secs)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+struct State {
+    etag: String,
+    lost: Option<String>,
+}
+
+/// A held lease, renewed until dropped.
+pub struct Lease {
+    bucket: Arc<Bucket>,
+    key: String,
+    state: Arc<Mutex<State>>,
+    stop: Option<mpsc::Sender<()>>,
+    renewer: Option<JoinHandle<()>>,
+}
+
+impl Lease {
+    /// Takes the lease of `job`, waiting up to `wait` for a live holder to let go.
+    pub fn acquire(bucket: Arc<Bucket>, job: &str, wait: Option<Duration>) -> Result<Lease> {
+        let key = format!("_ingest/{job}/lease");
+        let lease = lease_time();
+        let me = format!(
+            "pid {} on {} since {}",
+            std::process::id(),
+            hostname(),
+            humantime::format_rfc3339_seconds(SystemTime::now())
+        );
+        let body = |me: &str| {
+            serde_json::to_vec(&Holder {
+                holder: me.to_string(),
+                expires_ms: now_ms() + lease.as_millis() as u64,
+            })
+        };
+        let deadline = Instant::now() + wait.unwrap_or_default();
+        // Bounded: each turn either takes the lease, sleeps toward the deadline, or
+        // lost a race that someone else won (and then finds a live lease next turn).
+        for _ in 0..100_000 {
+            let taken = match bucket.get(&key)? {
+                None => bucket.put(&key, body(&me)?, Mode::Create)?,
+                Some((bytes, etag)) => {
+                    let held: Option<Holder> = serde_json::from_slice(&bytes).ok();
+                    match (held, etag) {
+                        (Some(held), _) if held.expires_ms > now_ms() => {
+                            if Instant::now() >= deadline || signals::requested().is_some() {
+                                return Err(LockHeld {
+                                    table: bucket.url().to_string(),
+                                    job: job.to_string(),
+                                    holder: format!(
+                                        "{} (lease object {}, renewed every {} s)",
+                                        held.holder,
+                                        bucket.url_of(&key),
+                                        (lease / 3).as_secs().max(1)
+                                    ),
+                                }
+                                .into());
+                            }
+                            std::thread::sleep(Duration::from_millis(250));
+                            continue;
+                        }
+                        // Expired, or not a lease at all (a torn writer cannot make one:
+                        // PUTs are atomic): take it over if nobody else has yet.
+                        (_, Some(etag)) => bucket.put(&key, body(&me)?, Mode::Replace(etag))?,
+                        (_, None) => {
+                            return Err(anyhow!(
+                                "the store gave no ETag for {}; a lease needs conditional writes",
+                                bucket.url_of(&key)
+                            ))
+                        }
+                    }
+                }
+            };
+            if let Put::Done(Some(etag)) = taken {
+                return Ok(Lease::start(bucket, key, etag, me, lease));
+            }
+            if let Put::Done(None) = taken {
+                return Err(anyhow!(
+                    "the store gave no ETag for {}; a lease needs conditional writes",
+                    bucket.url_of(&key)
+                ));
+            }
+        }
+        Err(anyhow!(
+            "could not take the lease {} after many attempts",
+            bucket.url_of(&key)
+        ))
+    }
+
+    fn start(bucket: Arc<Bucket>, key: String, etag: String, me: String, lease: Duration) -> Lease {
+        let state = Arc::new(Mutex::new(State { etag, lost: None }));
+        let (stop, stopped) = mpsc::channel::<()>();
+        let renewer = {
+            let (bucket, key, state) = (bucket.clone(), key.clone(), state.clone());
+            std::thread::Builder::new()
+                .name("ingest-lease".into())
+                .spawn(move || renew(&bucket, &key, &state, &me, lease, &stopped))
+                .ok()
+        };
+        let mut lease_handle = Lease {
+            bucket,
+            key,
+            state,
+            stop: Some(stop),
+            renewer,
+        };
+        if lease_handle.renewer.is_none() {
+            lease_handle.mark_lost("the lease's renewal thread could not start".into());
+        }
+        lease_handle
+    }
+
+    fn mark_lost(&mut self, why: String) {
+        if let Ok(mut state) = self.state.lock() {
+            state.lost.get_or_insert(why);
+        }
+    }
+
+    /// Fails if the lease was lost: nothing more may be written for the job.
+    pub fn check(&self) -> Result<()> {
+        let state = self
+            .state
+            .lock()
+            .map_err(|_| anyhow!("the lease state is poisoned"))?;
+        match &state.lost {
+            None => Ok(()),
+            Some(why) => Err(anyhow!(
+                "lost the job's lease {}: {why}; stopping before writing anything more",
+                self.bucket.url_of(&self.key)
+            )),
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(renewer) = self.renewer.take() {
+            let _ = renewer.join();
+        }
+        let ours = self
+            .state
+            .lock()
+            .ok()
+            .filter(|s| s.lost.is_none())
+            .map(|s| s.etag.clone());
+        // Best effort: an object left behind expires. Deleted only while still ours.
+        if let (Some(ours), Ok(Some((_, Some(now))))) = (ours, self.bucket.get(&self.key)) {
+            if ours == now {
+                let _ = self.bucket.delete(&self.key);
+            }
+        }
+    }
+}
+
+/// The renewal loop: every third of the lease, rewrite the object if it is still ours.
+fn renew(
+    bucket: &Bucket,
+    key: &str,
+    state: &Mutex<State>,
+    me: &str,
+    lease: Duration,
+    stopped: &mpsc::Receiver<()>,
+) {
+    let mut valid_until = Instant::now() + lease;
+    loop {
+        match stopped.recv_timeout(lease / 3) {
+            Err(RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
+        let Ok(etag) = state.lock().map(|s| s.etag.clone()) else {
+            return;
+        };
+        let body = serde_json::to_vec(&Holder {
+            holder: me.to_string(),
+            expires_ms: now_ms() + lease.as_millis() as u64,
+        });
+        let renewed = body
+            .context("cannot encode the lease")
+            .and_then(|body| bucket.put(key, body, Mode::Replace(etag)));
+        let lost = match renewed {
+            Ok(Put::Done(Some(etag))) => {
+                valid_until = Instant::now() + lease;
+                if let Ok(mut s) = state.lock() {
+                    s.etag = etag;
+                }
+                None
+            }
+            Ok(Put::Done(None)) => Some("the store gave no ETag on renewal".to_string()),
+            Ok(Put::Conflict) => Some("another process holds it now".to_string()),
+            Err(e) if Instant::now() >= valid_until => {
+                Some(format!("it could not be renewed before it ran out: {e:#}"))
+            }
+            // A transient failure: try again at the next turn, while the lease lasts.
+            Err(_) => None,
+        };
+        if let Some(why) = lost {
+            if let Ok(mut s) = state.lock() {
+                s.lost.get_or_insert(why);
+            }
+            return;
+        }
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "an unknown host".into())
+}

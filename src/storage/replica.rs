@@ -1,0 +1,440 @@
+//! The state of a job whose table is in a bucket: the bucket holds the truth, a local
+//! working copy serves the code that reads and writes state files.
+//!
+//! ```text
+//! s3://B/TABLE/_ingest/JOB/lease           the lease (`lease.rs`), never copied
+//! s3://B/TABLE/_ingest/JOB/journal.d/SEQ   one object per journal record, created only
+//!                                          if absent: the commit points
+//! s3://B/TABLE/_ingest/JOB/…               manifest, manifest.d/, state/, keys: copies
+//! s3://B/TABLE/_ingest/contract.json       the table's contract
+//! WORK/_ingest/JOB/…                       the local working copy of all of it
+//! ```
+//!
+//! The rule that makes the copy safe: the bucket never lags behind anything that was
+//! acted on. Every journal record is written to the bucket before the step it allows
+//! (publish, fold, resume), and before a record is written every state file that
+//! changed is copied up ([`Remote::push`]), so the files a record names (snapshots, the
+//! manifest it folds into) are in the bucket first. A command starts by replacing the
+//! working copy with the bucket's ([`Remote::pull`]): whatever the copy held beyond the
+//! bucket (a record a crash kept from reaching it) was never acted on, and goes.
+//! So `--recover` works on any machine with the URL and the credentials.
+//!
+//! Staged data never goes through the copy: preCommit uploads each file as an open
+//! multipart upload, and commit completes it (`bucket.rs`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use super::bucket::{Bucket, Completed, Mode, Put};
+use super::lease::Lease;
+use super::url::ObjectUrl;
+use crate::journal;
+use crate::protocol::StagedFile;
+
+/// A state file's identity in the working copy: what changed since it was copied up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    mtime_ns: i64,
+    ino: u64,
+}
+
+fn stamp(path: &Path) -> Result<Stamp> {
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("cannot stat {}", path.display()))?;
+    Ok(Stamp {
+        len: meta.len(),
+        mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+        ino: meta.ino(),
+    })
+}
+
+const CONTRACT: &str = "_ingest/contract.json";
+
+/// What the working copy holds of the bucket.
+#[derive(Debug, Default)]
+struct Synced {
+    /// Copied state files (relative to the table) as they were when copied.
+    pushed: BTreeMap<String, Stamp>,
+    /// The sequence number of the next journal record.
+    next_seq: u64,
+    /// The contract's ETag when it was read; `None`: the table had none.
+    contract: Option<String>,
+}
+
+/// A job of a table in a bucket, held under its lease.
+pub struct Remote {
+    bucket: Arc<Bucket>,
+    job: String,
+    local: PathBuf,
+    lease: Lease,
+    synced: Mutex<Synced>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Remote({}, job {})", self.bucket.url(), self.job)
+    }
+}
+
+impl Remote {
+    /// Takes `job`'s lease in the table at `url` (waiting up to `wait`), then replaces
+    /// the working copy in `local` with the bucket's state.
+    pub fn open(
+        url: &ObjectUrl,
+        local: &Path,
+        job: &str,
+        wait: Option<Duration>,
+    ) -> Result<Arc<Remote>> {
+        let bucket = Arc::new(Bucket::open(url)?);
+        let lease = Lease::acquire(bucket.clone(), job, wait)?;
+        let remote = Remote {
+            bucket,
+            job: job.to_string(),
+            local: local.to_path_buf(),
+            lease,
+            synced: Mutex::new(Synced::default()),
+        };
+        remote.pull()?;
+        Ok(Arc::new(remote))
+    }
+
+    /// The table's URL.
+    pub fn url(&self) -> &ObjectUrl {
+        self.bucket.url()
+    }
+
+    fn synced(&self) -> Result<std::sync::MutexGuard<'_, Synced>> {
+        self.synced
+            .lock()
+            .map_err(|_| anyhow!("the state copy's bookkeeping is poisoned"))
+    }
+
+    fn job_prefix(&self) -> String {
+        format!("_ingest/{}", self.job)
+    }
+
+    /// Names under the job's prefix that are not state copies.
+    fn is_copied(below_job: &str) -> bool {
+        !(below_job == "lease"
+            || below_job == "lock"
+            || below_job == "journal"
+            || below_job.starts_with("journal.d/")
+            || below_job.starts_with("pending/"))
+    }
+
+    /// Replaces the working copy with the bucket's state: every state file, the journal
+    /// rebuilt from its records (the current run's), the table's contract.
+    fn pull(&self) -> Result<()> {
+        let job_dir = self.local.join(self.job_prefix());
+        clear_but_lock(&job_dir)?;
+        std::fs::create_dir_all(&job_dir)
+            .with_context(|| format!("cannot create {}", job_dir.display()))?;
+        let mut synced = self.synced()?;
+        *synced = Synced::default();
+        let prefix = self.job_prefix();
+        let mut records = Vec::new();
+        for (rel, _) in self.bucket.list(&prefix)? {
+            let Some(below) = rel.strip_prefix(&prefix).and_then(|r| r.strip_prefix('/')) else {
+                continue;
+            };
+            if let Some(seq) = below.strip_prefix("journal.d/") {
+                let seq: u64 = seq.parse().with_context(|| {
+                    format!("{} is not a journal record", self.bucket.url_of(&rel))
+                })?;
+                records.push((seq, rel));
+                continue;
+            }
+            if !Remote::is_copied(below) {
+                continue;
+            }
+            if let Some((bytes, _)) = self.bucket.get(&rel)? {
+                let path = self.local.join(&rel);
+                write_copy(&path, &bytes)?;
+                synced.pushed.insert(rel, stamp(&path)?);
+            }
+        }
+        let contract = self.local.join(CONTRACT);
+        remove_if_exists(&contract)?;
+        if let Some((bytes, etag)) = self.bucket.get(CONTRACT)? {
+            write_copy(&contract, &bytes)?;
+            synced
+                .pushed
+                .insert(CONTRACT.to_string(), stamp(&contract)?);
+            synced.contract = Some(etag.context("the store gave the contract no ETag")?);
+        }
+        records.sort();
+        let mut payloads = Vec::new();
+        for (seq, rel) in &records {
+            let (bytes, _) = self
+                .bucket
+                .get(rel)?
+                .with_context(|| format!("journal record {} vanished", self.bucket.url_of(rel)))?;
+            if journal::starts_run(&bytes) {
+                payloads.clear();
+            }
+            payloads.push((*seq, bytes));
+        }
+        for pair in payloads.windows(2) {
+            if pair[1].0 != pair[0].0 + 1 {
+                bail!(
+                    "the journal of job {:?} in {} misses record {}",
+                    self.job,
+                    self.bucket.url(),
+                    pair[0].0 + 1
+                );
+            }
+        }
+        synced.next_seq = records.last().map_or(0, |(seq, _)| seq + 1);
+        let journal = self.local.join(&prefix).join("journal");
+        remove_if_exists(&journal)?;
+        if !payloads.is_empty() {
+            let bytes = journal::file_of(payloads.iter().map(|(_, p)| &p[..]));
+            write_copy(&journal, &bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Copies every state file that changed since it was last copied up, the manifest's
+    /// head after the segments it names, and removes the copies of files that are gone.
+    pub fn push(&self) -> Result<()> {
+        self.lease.check()?;
+        let mut synced = self.synced()?;
+        let job_dir = self.local.join(self.job_prefix());
+        let mut now = BTreeMap::new();
+        for entry in walkdir::WalkDir::new(&job_dir).sort_by_file_name() {
+            let entry = entry.with_context(|| format!("cannot list {}", job_dir.display()))?;
+            if !entry.file_type().is_file() {
+                continue;
+            }
+            let Some(rel) = relative(&self.local, entry.path()) else {
+                continue;
+            };
+            let below = rel[self.job_prefix().len()..].trim_start_matches('/');
+            if Remote::is_copied(below) {
+                now.insert(rel, stamp(entry.path())?);
+            }
+        }
+        let contract = self.local.join(CONTRACT);
+        if contract.exists() {
+            now.insert(CONTRACT.to_string(), stamp(&contract)?);
+        }
+        let head = format!("{}/manifest", self.job_prefix());
+        let mut changed: Vec<&String> = now
+            .iter()
+            .filter(|(rel, s)| synced.pushed.get(*rel) != Some(s))
+            .map(|(rel, _)| rel)
+            .collect();
+        // The head names segments: they go first.
+        changed.sort_by_key(|rel| **rel == head);
+        for rel in changed {
+            let path = self.local.join(rel);
+            let bytes =
+                std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let mode = match (rel.as_str(), &synced.contract) {
+                (CONTRACT, None) => Mode::Create,
+                (CONTRACT, Some(etag)) => Mode::Replace(etag.clone()),
+                _ => Mode::Overwrite,
+            };
+            match self.bucket.put(rel, bytes, mode)? {
+                Put::Done(etag) => {
+                    if rel == CONTRACT {
+                        synced.contract = etag;
+                    }
+                }
+                Put::Conflict => bail!(
+                    "another load changed the table's contract ({}) meanwhile; run this \
+                     one again",
+                    self.bucket.url_of(rel)
+                ),
+            }
+            synced.pushed.insert(rel.clone(), now[rel]);
+        }
+        let gone: Vec<String> = synced
+            .pushed
+            .keys()
+            .filter(|rel| !now.contains_key(*rel))
+            .cloned()
+            .collect();
+        for rel in gone {
+            self.bucket.delete(&rel)?;
+            synced.pushed.remove(&rel);
+            if rel == CONTRACT {
+                synced.contract = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes one journal record: state files first, then the record, created only if
+    /// no record has its sequence number (a second writer loses cleanly).
+    pub fn journal_append(&self, payload: &[u8]) -> Result<()> {
+        self.push()?;
+        let mut synced = self.synced()?;
+        let seq = synced.next_seq;
+        let rel = format!("{}/journal.d/{seq:020}", self.job_prefix());
+        match self.bucket.put(&rel, payload.to_vec(), Mode::Create)? {
+            Put::Done(_) => {
+                synced.next_seq += 1;
+                Ok(())
+            }
+            Put::Conflict => bail!(
+                "another process wrote journal record {seq} of job {:?} in {} first; this one \
+                 stops (its lease ran out while it was stalled)",
+                self.job,
+                self.bucket.url()
+            ),
+        }
+    }
+
+    /// Starts a run's journal: its first record, then the previous run's records go.
+    pub fn journal_start(&self, payload: &[u8]) -> Result<()> {
+        self.journal_append(payload)?;
+        let first = self.synced()?.next_seq - 1;
+        let prefix = format!("{}/journal.d", self.job_prefix());
+        for (rel, _) in self.bucket.list(&prefix)? {
+            let seq = rel.rsplit('/').next().and_then(|s| s.parse::<u64>().ok());
+            if seq.is_some_and(|seq| seq < first) {
+                self.bucket.delete(&rel)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// preCommit of a checkpoint's staged files (each with its local path): an open
+    /// multipart upload per file, holding all of its bytes, durable and invisible.
+    pub fn upload(&self, files: &mut [(StagedFile, PathBuf)]) -> Result<()> {
+        self.lease.check()?;
+        for (staged, path) in files.iter_mut() {
+            let id = self.bucket.start_upload(&staged.dest)?;
+            staged.upload = Some(self.bucket.send_parts(&staged.dest, &id, path)?);
+        }
+        Ok(())
+    }
+
+    /// Aborts the open uploads of `run` for checkpoints after `last_journaled`: their
+    /// checkpoint never completed, so nothing will ever publish them. A crash can leave
+    /// such uploads at any moment of a preCommit, named nowhere yet; the part files'
+    /// names carry the run and the checkpoint (`part-JOB-RUN-CHECKPOINT-N`), so the
+    /// store's own list of open uploads finds them. Uploads of journaled checkpoints are
+    /// the journal's to complete (or `--abort`'s to discard) and are left alone.
+    pub fn settle_uploads(&self, run: &str, last_journaled: u64) -> Result<()> {
+        let tag = format!("-{run}-");
+        for (rel, id) in self.bucket.open_uploads("")? {
+            let name = rel.rsplit('/').next().unwrap_or(&rel);
+            let checkpoint = name
+                .find(&tag)
+                .and_then(|at| name.get(at + tag.len()..at + tag.len() + 6))
+                .and_then(crate::table::parse_checkpoint_dir_name);
+            if checkpoint.is_some_and(|n| n > last_journaled) {
+                self.bucket.abort(&rel, &id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// commit: completes each file's upload at its key, never replacing an object;
+    /// removes the working copy's staged file once its object is there.
+    pub fn publish(&self, files: &[&StagedFile], job_dir: &Path) -> Result<()> {
+        let mid = files.len().div_ceil(2);
+        for (i, file) in files.iter().enumerate() {
+            let upload = file.upload.as_ref().with_context(|| {
+                format!(
+                    "staged file {} was journaled without its upload; it cannot be published \
+                     to {}",
+                    file.staged,
+                    self.bucket.url()
+                )
+            })?;
+            match self.bucket.complete(&file.dest, upload, file.size)? {
+                Completed::Published | Completed::AlreadyThere => {}
+            }
+            remove_if_exists(&job_dir.join(&file.staged))?;
+            crate::failpoint::hit("commit.rename.after");
+            if i + 1 == mid {
+                // Some objects published, the others not, the commit not journaled.
+                crate::failpoint::hit("commit.mid");
+            }
+        }
+        Ok(())
+    }
+
+    /// Aborts the uploads of staged files that will never be published.
+    pub fn discard(&self, files: &[&StagedFile]) -> Result<()> {
+        for file in files {
+            if let Some(upload) = &file.upload {
+                self.bucket.abort(&file.dest, &upload.id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes a published data file (`--abort`).
+    pub fn remove(&self, dest: &str) -> Result<()> {
+        self.bucket.delete(dest)
+    }
+
+    /// The size of the object at `dest`, if there is one.
+    pub fn size(&self, dest: &str) -> Result<Option<u64>> {
+        self.bucket.size(dest)
+    }
+
+    /// The jobs with state in the table at `url`.
+    pub fn jobs(url: &ObjectUrl) -> Result<BTreeSet<String>> {
+        Ok(Bucket::open(url)?
+            .children("_ingest")?
+            .into_iter()
+            .collect())
+    }
+}
+
+fn relative(root: &Path, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(root).ok()?;
+    let parts: Option<Vec<&str>> = rel.components().map(|c| c.as_os_str().to_str()).collect();
+    Some(parts?.join("/"))
+}
+
+/// Writes a working-copy file. Not fsynced: the bucket is the durable copy.
+fn write_copy(path: &Path, bytes: &[u8]) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn remove_if_exists(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot remove {}", path.display())),
+    }
+}
+
+/// Empties the job's working copy, except its lock file: another process on this
+/// machine may be waiting on that very file, and a new one would be a second lock.
+fn clear_but_lock(job_dir: &Path) -> Result<()> {
+    let entries = match std::fs::read_dir(job_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", job_dir.display())),
+    };
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list {}", job_dir.display()))?;
+        if entry.file_name() == "lock" {
+            continue;
+        }
+        let path = entry.path();
+        let removed = if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.with_context(|| format!("cannot remove {}", path.display()))?;
+    }
+    Ok(())
+}

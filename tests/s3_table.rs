@@ -1,0 +1,486 @@
+//! Tables in a bucket (`--target s3://…`) against the real store `.ci/test` starts: the
+//! same rows exactly once whatever is killed when, state that lets another machine
+//! finish a run, nothing visible before its checkpoint, nothing overwritten, no upload
+//! left open. "Machines" are separate working copies (`INGEST_WORK_DIR`) sharing
+//! nothing but the bucket.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Output;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::s3::{store, Store};
+use crate::util::*;
+
+/// A finished load's summary line and JSON.
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The table's rows as a reader downloading it sees them.
+fn rows_in(s3: &Store, table: &str) -> Vec<Row> {
+    let copy = tempfile::tempdir().unwrap();
+    s3.download(table, copy.path());
+    table_rows(copy.path())
+}
+
+/// Data objects of the table: everything outside `_ingest/` and `_rejects/`.
+fn data_objects(s3: &Store, table: &str) -> BTreeSet<String> {
+    s3.list(table)
+        .into_iter()
+        .map(|(key, _)| key[table.len() + 1..].to_string())
+        .filter(|rel| !rel.starts_with('_'))
+        .collect()
+}
+
+/// The destinations the job's journal in the bucket names, by journal record: what the
+/// protocol has promised at this moment.
+struct JournalReader {
+    seen: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl JournalReader {
+    fn new() -> JournalReader {
+        JournalReader {
+            seen: BTreeMap::new(),
+        }
+    }
+
+    /// Every destination journaled so far (records are immutable: each is read once).
+    fn journaled(&mut self, s3: &Store, table: &str) -> BTreeSet<String> {
+        for (key, _) in s3.list(&format!("{table}/_ingest/default/journal.d")) {
+            if self.seen.contains_key(&key) {
+                continue;
+            }
+            // A record deleted between the listing and the read belongs to an old run.
+            let Some(bytes) = s3.get(&key) else { continue };
+            let record: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            let dests = record["files"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|f| f["dest"].as_str().unwrap().to_string())
+                .collect();
+            self.seen.insert(key, dests);
+        }
+        self.seen.values().flatten().cloned().collect()
+    }
+}
+
+/// Lists the table over and over while `running`: every data object it ever sees must
+/// already be named by a journal record (read after the listing, so it cannot be late).
+fn poll_visibility(
+    s3: Arc<Store>,
+    table: String,
+    running: Arc<AtomicBool>,
+) -> (usize, Vec<String>) {
+    let mut journal = JournalReader::new();
+    let (mut listings, mut early) = (0, Vec::new());
+    while running.load(Ordering::Relaxed) {
+        let visible = data_objects(&s3, &table);
+        let promised = journal.journaled(&s3, &table);
+        listings += 1;
+        early.extend(visible.difference(&promised).cloned());
+    }
+    (listings, early)
+}
+
+/// No multipart upload under the test's prefix is open (listed through the S3 API).
+fn assert_no_open_uploads(s3: &Store, what: &str) {
+    if let Some(open) = s3.check(&["uploads", s3.prefix()]) {
+        assert!(open.trim().is_empty(), "{what}: uploads left open:\n{open}");
+    }
+}
+
+#[test]
+fn a_table_in_a_bucket_loads_exactly_once_and_lives_only_in_the_bucket() {
+    let Some(s3) = store("table-load") else {
+        return;
+    };
+    let w = Workdir::new();
+    let orders = w.fixture("orders");
+    let inputs: Vec<String> = walk(&orders)
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let table = s3.table("t");
+    let mut args = vec!["-t", &table, "-p", "dt,country", "--json"];
+    args.extend(inputs.iter().map(String::as_str));
+
+    let out = s3.on(&w, "machine-a").args(&args).output().unwrap();
+    assert_code(&out, 0);
+    assert_eq!(json(&out)["rows_written"], 912);
+    assert_same_rows(
+        rows_in(&s3, "t"),
+        input_rows(std::slice::from_ref(&orders)),
+        "load",
+    );
+    assert!(
+        data_objects(&s3, "t")
+            .iter()
+            .all(|o| o.starts_with("dt=") && o.contains("/country=") && o.ends_with(".csv")),
+        "{:?}",
+        data_objects(&s3, "t")
+    );
+    assert!(
+        s3.get("t/_ingest/default/lease").is_none(),
+        "lease released"
+    );
+    assert_no_open_uploads(&s3, "after a load");
+
+    // The working copy is a cache: without it, and on another machine, the bucket's
+    // manifest still knows every input.
+    std::fs::remove_dir_all(w.path("machine-a")).unwrap();
+    for machine in ["machine-a", "machine-b"] {
+        let again = s3.on(&w, machine).args(&args).output().unwrap();
+        assert_code(&again, 0);
+        assert_eq!(json(&again)["outcome"], "nothing-to-load", "{machine}");
+    }
+    assert_eq!(rows_in(&s3, "t").len(), 912);
+
+    // What a table in a bucket cannot do yet is refused up front, with exit 2.
+    for refused in [
+        vec!["-t", &table, "--status"],
+        vec!["-t", &table, "--dry-run", &inputs[0]],
+        vec![
+            "-t",
+            &table,
+            "--mode",
+            "overwrite-partitions",
+            "-p",
+            "dt",
+            &inputs[0],
+        ],
+    ] {
+        let out = s3.on(&w, "machine-b").args(&refused).output().unwrap();
+        assert_code(&out, 2);
+        assert!(
+            stderr(&out).contains("not supported"),
+            "{refused:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn other_engines_read_the_table_back_csv_and_parquet() {
+    let Some(s3) = store("table-read") else {
+        return;
+    };
+    let w = Workdir::new();
+    let orders = w.fixture("orders");
+    let expected = input_rows(std::slice::from_ref(&orders));
+    let amount: f64 = expected
+        .iter()
+        .map(|r| r["amount"].parse::<f64>().unwrap())
+        .sum();
+    for (format, pyarrow_format) in [("csv", "csv"), ("parquet", "parquet")] {
+        if format == "parquet" && !cfg!(feature = "parquet") {
+            continue;
+        }
+        let table = s3.table(format);
+        let out = s3
+            .on(&w, "machine-a")
+            .args(["-t", &table, "-p", "dt,country", "--format", format])
+            .arg(&orders)
+            .output()
+            .unwrap();
+        assert_code(&out, 0);
+        let Some(read) = s3.check(&["read", &format!("{}/{format}", s3.prefix()), pyarrow_format])
+        else {
+            return;
+        };
+        let read: serde_json::Value = serde_json::from_str(&read).unwrap();
+        assert_eq!(read["rows"], expected.len(), "{format}: {read}");
+        let read_amount = read["amount"].as_f64().unwrap();
+        assert!(
+            (read_amount - amount).abs() < 0.01,
+            "{format}: pyarrow sums {read_amount}, the inputs {amount}"
+        );
+    }
+}
+
+/// Every fail point a load into a bucket reaches, at its first and third hit; the load
+/// crashes on machine A and machine B finishes it with `--recover`, waiting out A's
+/// lease. Meanwhile a lister polls the bucket: no data object before its checkpoint's
+/// journal record.
+#[test]
+fn a_load_killed_at_every_point_on_one_machine_is_finished_on_another() {
+    let Some(s3) = store("table-crash") else {
+        return;
+    };
+    let s3 = Arc::new(s3);
+    let fixtures = Workdir::new();
+    let orders = fixtures.fixture("orders");
+    s3.put_dir(&orders, "in");
+    let inputs = s3.url("in");
+    let expected = input_rows(&[orders]);
+    let points: Vec<String> = all_fail_points()
+        .into_iter()
+        .filter(|p| !p.starts_with("overwrite.") && p != "mkdir.after")
+        .collect();
+    let mut crashes = 0;
+    for point in &points {
+        for hit in [1, 3] {
+            let rel = format!("t-{}-{hit}", point.replace('.', "-"));
+            let table = s3.table(&rel);
+            let args = [
+                "-t",
+                &table,
+                "-p",
+                "dt",
+                "--checkpoint-rows",
+                "100",
+                &inputs,
+            ];
+            let w = Workdir::new();
+            let running = Arc::new(AtomicBool::new(true));
+            let lister = {
+                let (s3, rel, running) = (s3.clone(), rel.clone(), running.clone());
+                std::thread::spawn(move || poll_visibility(s3, rel, running))
+            };
+            let spec = format!("{point}:{hit}");
+            let out = s3
+                .on(&w, "machine-a")
+                .env("INGEST_FAIL_POINT", &spec)
+                .args(args)
+                .output()
+                .unwrap();
+            let crashed_here = crashed(&out);
+            if !crashed_here {
+                assert_code(&out, 0);
+                assert!(hit > 1, "{spec}: never reached: {}", stderr(&out));
+            }
+            crashes += usize::from(crashed_here);
+            let recovered = s3
+                .on(&w, "machine-b")
+                .args(["-t", &table, "--recover", "--lock-wait", "30"])
+                .output()
+                .unwrap();
+            assert_code(&recovered, 0);
+            if stderr(&recovered).contains("nothing to recover") {
+                // The crash came before the run's first record reached the bucket, or
+                // after its last: the load itself, run again, finishes the job.
+                assert_code(
+                    &s3.on(&w, "machine-b")
+                        .args(args)
+                        .arg("--lock-wait")
+                        .arg("30")
+                        .output()
+                        .unwrap(),
+                    0,
+                );
+            }
+            running.store(false, Ordering::Relaxed);
+            let (listings, early) = lister.join().unwrap();
+            assert!(listings > 0, "{spec}: the lister never listed");
+            assert!(
+                early.is_empty(),
+                "{spec}: visible before journaled: {early:?}"
+            );
+            assert_same_rows(rows_in(&s3, &rel), expected.clone(), &spec);
+            let again = s3
+                .on(&w, "machine-a")
+                .args(args)
+                .args(["--lock-wait", "30", "--json"])
+                .output()
+                .unwrap();
+            assert_code(&again, 0);
+            assert_eq!(json(&again)["outcome"], "nothing-to-load", "{spec}");
+        }
+    }
+    assert!(crashes >= points.len(), "only {crashes} crashes");
+    assert_no_open_uploads(&s3, "after the crash matrix");
+}
+
+#[test]
+fn an_object_already_at_a_final_key_is_never_replaced() {
+    let Some(s3) = store("table-clobber") else {
+        return;
+    };
+    let w = Workdir::new();
+    let orders = w.fixture("orders");
+    let table = s3.table("t");
+    let args = ["-t", &table, "-p", "dt", "--checkpoint-rows", "100"];
+    let out = s3
+        .on(&w, "machine-a")
+        .env("INGEST_FAIL_POINT", "checkpoint.complete.after:1")
+        .args(args)
+        .arg(&orders)
+        .output()
+        .unwrap();
+    assert!(crashed(&out), "{}", stderr(&out));
+    let dest = JournalReader::new()
+        .journaled(&s3, "t")
+        .into_iter()
+        .next()
+        .expect("a journaled file");
+    assert!(data_objects(&s3, "t").is_empty(), "nothing published yet");
+    let intruder = b"someone else's object\n";
+    s3.put(&format!("t/{dest}"), intruder.to_vec());
+
+    let out = s3
+        .on(&w, "machine-b")
+        .args(["-t", &table, "--recover", "--lock-wait", "30"])
+        .output()
+        .unwrap();
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("already exists") && stderr(&out).contains("left untouched"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(s3.get(&format!("t/{dest}")).unwrap(), intruder);
+
+    // The refused upload stays open, named by the journal: once the intruder is moved
+    // aside, the same recovery publishes the run's own file and finishes.
+    s3.delete(&format!("t/{dest}"));
+    let out = s3
+        .on(&w, "machine-b")
+        .args(["-t", &table, "--recover", "--lock-wait", "30"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert_same_rows(
+        rows_in(&s3, "t"),
+        input_rows(&[orders]),
+        "after the intruder left",
+    );
+    assert_no_open_uploads(&s3, "after recovery");
+}
+
+#[test]
+fn of_two_processes_racing_for_a_lease_one_loads_and_the_other_exits_75() {
+    let Some(s3) = store("table-lease") else {
+        return;
+    };
+    let w = Workdir::new();
+    let orders = w.fixture("orders");
+    let table = s3.table("t");
+
+    // A live lease: another holder, named in the message; exit 75 after --lock-wait.
+    let far = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 3_600_000;
+    let live = format!(r#"{{"holder":"pid 1 on elsewhere","expires_ms":{far}}}"#);
+    s3.put("t/_ingest/default/lease", live.clone());
+    let started = Instant::now();
+    let out = s3
+        .on(&w, "machine-a")
+        .args(["-t", &table, "--lock-wait", "1"])
+        .arg(&orders)
+        .output()
+        .unwrap();
+    assert_code(&out, 75);
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    assert!(
+        stderr(&out).contains("pid 1 on elsewhere"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(data_objects(&s3, "t").is_empty());
+
+    // An expired one (its holder crashed): taken over.
+    s3.put(
+        "t/_ingest/default/lease",
+        r#"{"holder":"pid 1 on elsewhere","expires_ms":1}"#,
+    );
+    let out = s3
+        .on(&w, "machine-a")
+        .args(["-t", &table, "--json"])
+        .arg(&orders)
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert_eq!(json(&out)["rows_written"], 912);
+
+    // Two loads at once from two machines, new inputs: exactly one loads them; the other
+    // exits 75, or (if it came second) finds them loaded.
+    let more = w.write(
+        "more/a.csv",
+        "order_id,dt,ts,customer,email,country,amount,currency,note\n\
+         9001,2026-12-01,2026-12-01T08:00:00Z,Ana,ana@example.com,FR,1.50,EUR,\n",
+    );
+    let spawn = |machine: &str| {
+        s3.on(&w, machine)
+            .args(["-t", &table, "--json", "--checkpoint-rows", "1"])
+            .arg(&more)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn("machine-a"), spawn("machine-b"));
+    let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+    let loaded = outs
+        .iter()
+        .filter(|o| o.status.code() == Some(0) && json(o)["rows_written"] == 1)
+        .count();
+    assert_eq!(
+        loaded,
+        1,
+        "{:?}",
+        outs.iter().map(stderr).collect::<Vec<_>>()
+    );
+    for out in &outs {
+        let code = out.status.code();
+        assert!(
+            code == Some(0) || code == Some(75),
+            "{code:?}: {}",
+            stderr(out)
+        );
+    }
+    assert_eq!(rows_in(&s3, "t").len(), 913);
+}
+
+#[test]
+fn an_interrupted_run_in_a_bucket_is_aborted_from_another_machine() {
+    let Some(s3) = store("table-abort") else {
+        return;
+    };
+    let w = Workdir::new();
+    let orders = w.fixture("orders");
+    let table = s3.table("t");
+    let args = ["-t", &table, "-p", "dt", "--checkpoint-rows", "100"];
+    let out = s3
+        .on(&w, "machine-a")
+        .env("INGEST_FAIL_POINT", "commit.mid:4")
+        .args(args)
+        .arg(&orders)
+        .output()
+        .unwrap();
+    assert!(crashed(&out), "{}", stderr(&out));
+    assert!(!data_objects(&s3, "t").is_empty());
+
+    let out = s3
+        .on(&w, "machine-b")
+        .args(["-t", &table, "--abort", "--lock-wait", "30", "--json"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert_eq!(json(&out)["outcome"], "aborted");
+    assert!(
+        data_objects(&s3, "t").is_empty(),
+        "{:?}",
+        data_objects(&s3, "t")
+    );
+    assert_no_open_uploads(&s3, "after --abort");
+
+    // The inputs count as never loaded: the next load takes them all, once.
+    let out = s3
+        .on(&w, "machine-a")
+        .args(args)
+        .arg(&orders)
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert_same_rows(
+        rows_in(&s3, "t"),
+        input_rows(&[orders]),
+        "after abort and load",
+    );
+}
