@@ -25,11 +25,9 @@
 //! 7. Journal `Aborted`. The manifest never saw the run's inputs (it folds only finished
 //!    runs), so they count as not loaded. *Crash before*: as after step 3.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
 use crate::config::Common;
 use crate::contract;
@@ -100,11 +98,7 @@ pub fn plan(layout: &JobLayout, log: &RunLog) -> Result<Plan> {
     }
     for checkpoint in &log.checkpoints {
         for file in &checkpoint.files {
-            let there = match &layout.remote {
-                Some(remote) => remote.size(&file.dest)?.is_some(),
-                None => fsutil::inode(&layout.in_table(&file.dest))?.is_some(),
-            };
-            if there {
+            if layout.store.size(layout, &file.dest)?.is_some() {
                 plan.published
                     .push((file.dest.clone(), file.size, file.rows));
             }
@@ -262,95 +256,17 @@ pub fn undo(
 }
 
 /// Step 4: removes the run's files from their final places; returns (files, rows).
+/// What the run staged and never published goes first (for a table in a bucket, its
+/// open uploads; a directory's staging goes with the run's in step 5).
 fn remove_published(layout: &JobLayout, log: &RunLog, messages: Messages) -> Result<(u64, u64)> {
-    let files: Vec<_> = log.checkpoints.iter().flat_map(|c| &c.files).collect();
-    if let Some(remote) = &layout.remote {
-        return remove_objects(remote, log, &files, messages);
-    }
-    let mid = files.len().div_ceil(2);
-    let (mut count, mut rows) = (0, 0);
-    let mut dirs = BTreeSet::new();
-    for (i, file) in files.into_iter().enumerate() {
-        let dest = layout.in_table(&file.dest);
-        fsutil::refuse_symlinks(&layout.table, &dest)?;
-        match std::fs::symlink_metadata(&dest) {
-            Ok(meta) if meta.is_file() && meta.len() == file.size => {
-                fsutil::remove_file_if_exists(&dest)?;
-                count += 1;
-                rows += file.rows;
-            }
-            Ok(meta) => messages.note(&format!(
-                "left alone: {} ({} bytes, not the {} bytes run {} journaled)",
-                dest.display(),
-                meta.len(),
-                file.size,
-                log.started.run_id
-            )),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("cannot stat {}", dest.display())),
-        }
-        let mut dir = dest.parent().map(Path::to_path_buf);
-        while let Some(d) = dir.filter(|d| d.starts_with(&layout.table) && *d != layout.table) {
-            dir = d.parent().map(Path::to_path_buf);
-            dirs.insert(d);
-        }
-        if i + 1 == mid {
-            failpoint::hit("abort.remove.mid");
-        }
-    }
-    // Deepest first: a partition left empty goes, and so may its parent; every directory
-    // that lost an entry is fsynced before `Aborted` is journaled.
-    let mut touched: BTreeSet<PathBuf> = BTreeSet::new();
-    for dir in dirs.iter().rev() {
-        match std::fs::remove_dir(dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            // Not empty (the table's other files): it stays.
-            Err(_) => {
-                touched.insert(dir.clone());
-            }
-        }
-        if let Some(parent) = dir.parent() {
-            touched.insert(parent.to_path_buf());
-        }
-    }
-    for dir in touched.iter().rev().filter(|d| d.is_dir()) {
-        // Survives: a power cut after `Aborted` that would bring removed files back.
-        fsutil::sync_dir(dir)?;
-    }
-    Ok((count, rows))
-}
-
-/// Step 4 for a table in a bucket: the run's objects with the journaled size go, and
-/// the open uploads of checkpoints that were never committed are aborted.
-fn remove_objects(
-    remote: &crate::storage::Remote,
-    log: &RunLog,
-    files: &[&crate::protocol::StagedFile],
-    messages: Messages,
-) -> Result<(u64, u64)> {
     let uncommitted: Vec<_> = log.uncommitted().flat_map(|c| &c.files).collect();
-    remote.discard(&uncommitted)?;
+    layout.store.discard(&uncommitted)?;
     let last = log.last_checkpoint().map_or(0, |c| c.checkpoint);
-    remote.settle_uploads(&log.started.run_id, last)?;
-    let mid = files.len().div_ceil(2);
-    let (mut count, mut rows) = (0, 0);
-    for (i, file) in files.iter().enumerate() {
-        match remote.size(&file.dest)? {
-            Some(size) if size == file.size => {
-                remote.remove(&file.dest)?;
-                count += 1;
-                rows += file.rows;
-            }
-            Some(size) => messages.note(&format!(
-                "left alone: {} ({size} bytes, not the {} bytes run {} journaled)",
-                file.dest, file.size, log.started.run_id
-            )),
-            None => {}
-        }
-        if i + 1 == mid {
-            failpoint::hit("abort.remove.mid");
-        }
-    }
-    Ok((count, rows))
+    layout
+        .store
+        .discard_unjournaled(&log.started.run_id, last)?;
+    let files: Vec<_> = log.checkpoints.iter().flat_map(|c| &c.files).collect();
+    layout
+        .store
+        .unpublish(layout, &files, &log.started.run_id, messages)
 }

@@ -35,12 +35,9 @@ pub fn lock_job(layout: &mut JobLayout, wait: Option<Duration>) -> Result<File> 
     if let Some(url) = &layout.target {
         #[cfg(feature = "s3")]
         {
-            layout.remote = Some(crate::storage::Remote::open(
-                url,
-                &layout.table,
-                &layout.job,
-                wait,
-            )?);
+            let remote = crate::storage::Remote::open(url, &layout.table, &layout.job, wait)?;
+            layout.store = remote.clone();
+            layout.remote = Some(remote);
         }
         #[cfg(not(feature = "s3"))]
         bail!("{url}: this ingest was built without object-store support");

@@ -20,14 +20,16 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 
 use crate::config::Common;
+use crate::storage::local::LocalTable;
 use crate::storage::url::ObjectUrl;
-use crate::storage::Remote;
+use crate::storage::{Remote, TableStore};
 
 /// The paths of one job inside one table.
 ///
 /// A table in a bucket (`target`) has the same layout in a local working copy (`table`
 /// is then that copy's directory); once the job's lease is held, `remote` carries the
-/// state and the data to the bucket (`storage/replica.rs`).
+/// state to the bucket (`storage/replica.rs`) and `store` is the bucket. `store` is
+/// where data files are published: the table's directory unless it is remote.
 #[derive(Debug, Clone)]
 pub struct JobLayout {
     pub table: PathBuf,
@@ -35,6 +37,7 @@ pub struct JobLayout {
     pub dir: PathBuf,
     pub target: Option<ObjectUrl>,
     pub remote: Option<Arc<Remote>>,
+    pub store: Arc<dyn TableStore>,
 }
 
 impl JobLayout {
@@ -46,6 +49,7 @@ impl JobLayout {
             dir: table.join("_ingest").join(job),
             target: None,
             remote: None,
+            store: Arc::new(LocalTable),
         }
     }
 

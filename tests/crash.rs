@@ -165,7 +165,7 @@ fn a_torn_journal_tail_is_ignored_and_recovered() {
 }
 
 /// A small deterministic generator (xorshift), so a failing seed can be replayed.
-struct Rng(u64);
+pub struct Rng(pub u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -174,12 +174,12 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 }
 
-fn big_orders(w: &Workdir, rows: usize, rng: &mut Rng) {
+pub fn big_orders(w: &Workdir, rows: usize, rng: &mut Rng) {
     let notes = [
         "",
         "plain",

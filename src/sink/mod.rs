@@ -40,6 +40,7 @@ use crate::options::Compression;
 use crate::options::Format;
 use crate::protocol::{Ack, Barrier, Flushed, StagedFile, REJECTS_DIR};
 use crate::schema::Schema;
+use crate::storage::TableStore;
 use crate::table::JobLayout;
 use encode::{Encoder, Finished, Layout};
 
@@ -438,7 +439,7 @@ impl TableSink {
             files.push((file, part.staged, staged));
         }
         Ok(PreCommitted {
-            remote: self.layout.remote.clone(),
+            store: self.layout.store.clone(),
             dir: txn.dir,
             files,
             rows: txn.rows,
@@ -457,8 +458,9 @@ impl TableSink {
 /// A transaction whose files are flushed but not yet durable.
 #[derive(Debug)]
 pub struct PreCommitted {
-    /// A table in a bucket: each file is uploaded once durable here.
-    remote: Option<std::sync::Arc<crate::storage::Remote>>,
+    /// Where the files go: once durable here, [`TableStore::stage`] makes them durable
+    /// there (for a table in a bucket: uploads).
+    store: std::sync::Arc<dyn TableStore>,
     dir: PathBuf,
     /// Each staged file, still open (or finishing) unless the open-file cap closed it.
     files: Vec<(Option<Finished>, PathBuf, StagedFile)>,
@@ -502,10 +504,8 @@ impl Flushed for PreCommitted {
             // Survives: a power cut that keeps the files' data but loses their names.
             fsutil::sync_dir(&self.dir)?;
         }
-        if let Some(remote) = &self.remote {
-            // Durable in the store, and seen by no reader until commit completes it.
-            remote.upload(&mut out)?;
-        }
+        // Durable in the table's store, and seen by no reader until commit.
+        self.store.stage(&mut out)?;
         let out: Vec<StagedFile> = out.into_iter().map(|(staged, _)| staged).collect();
         failpoint::hit("sink.precommit.after");
         Ok(out)

@@ -20,9 +20,7 @@ pub fn discard_incomplete(
     run: &str,
     last_complete: u64,
 ) -> Result<Vec<String>> {
-    if let Some(remote) = &layout.remote {
-        remote.settle_uploads(run, last_complete)?;
-    }
+    layout.store.discard_unjournaled(run, last_complete)?;
     let mut unknown = Vec::new();
     let pending = layout.pending_run(run);
     for name in list(&pending)? {

@@ -3,17 +3,32 @@
 //! refuses, before anything is contacted, what it cannot serve or must not echo (a URL
 //! carrying credentials).
 //!
+//! The seam: a table's data files go through a [`TableStore`], one file per store.
+//! - `local.rs`: a table in a directory, through `fsutil` (rename, fsync).
+//! - `object.rs`: a table in a bucket: open multipart uploads, completed at commit.
+//!
+//! And what a table in a bucket needs besides:
 //! - `s3.rs`: the client, and `s3://` inputs read as streams.
-//! - `bucket.rs`: a table's objects: conditional writes, multipart staging, publish.
+//! - `bucket.rs`: a table's objects: conditional writes, multipart uploads, listing.
 //! - `lease.rs`: the job lock of a table in a bucket.
 //! - `replica.rs`: the job's state in the bucket, and its local working copy.
-//!
-//! A local table needs none of them: its storage is the filesystem, through `fsutil`.
+
+use std::fmt::Debug;
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::protocol::StagedFile;
+use crate::report::Messages;
+use crate::table::JobLayout;
 
 #[cfg(feature = "s3")]
 pub mod bucket;
 #[cfg(feature = "s3")]
 pub mod lease;
+pub mod local;
+#[cfg(feature = "s3")]
+mod object;
 #[cfg(feature = "s3")]
 pub mod replica;
 #[cfg(feature = "s3")]
@@ -22,6 +37,41 @@ pub mod url;
 
 #[cfg(feature = "s3")]
 pub use replica::Remote;
+
+/// Where a table's data files live: the sink's staging made durable, the commit's
+/// publish, and their undoing. Every method acts on files named by the journal alone,
+/// so the coordinator, `--recover` and `--abort` share them.
+pub trait TableStore: Debug + Send + Sync {
+    /// preCommit, once the checkpoint's staged files (with their local paths) are
+    /// durable on local disk: make them durable in the store, still invisible to readers;
+    /// may record how in each [`StagedFile`] (the journal keeps it).
+    fn stage(&self, files: &mut [(StagedFile, PathBuf)]) -> Result<()>;
+
+    /// commit: makes each file of checkpoint `checkpoint` visible at its destination.
+    /// Idempotent (a file already published by an earlier attempt is done) and never
+    /// replaces anything else found there.
+    fn publish(&self, layout: &JobLayout, checkpoint: u64, files: &[&StagedFile]) -> Result<()>;
+
+    /// The size of what is at `dest` (relative to the table), if anything.
+    fn size(&self, layout: &JobLayout, dest: &str) -> Result<Option<u64>>;
+
+    /// Drops staged files of journaled checkpoints that will never be published.
+    fn discard(&self, files: &[&StagedFile]) -> Result<()>;
+
+    /// Drops what run `run` staged for checkpoints after `last_journaled`: they never
+    /// completed, and no journal record names them.
+    fn discard_unjournaled(&self, run: &str, last_journaled: u64) -> Result<()>;
+
+    /// `--abort`: removes the run's published files (those that still have their
+    /// journaled size; others are noted and left); returns (files, rows) removed.
+    fn unpublish(
+        &self,
+        layout: &JobLayout,
+        files: &[&StagedFile],
+        run: &str,
+        messages: Messages,
+    ) -> Result<(u64, u64)>;
+}
 
 /// The jobs with state in the table at `url`, sorted.
 pub fn jobs_in(url: &url::ObjectUrl) -> anyhow::Result<Vec<String>> {
@@ -46,31 +96,6 @@ impl Remote {
         match *self {}
     }
     pub fn journal_start(&self, _: &[u8]) -> anyhow::Result<()> {
-        match *self {}
-    }
-    pub fn upload(
-        &self,
-        _: &mut [(crate::protocol::StagedFile, std::path::PathBuf)],
-    ) -> anyhow::Result<()> {
-        match *self {}
-    }
-    pub fn settle_uploads(&self, _: &str, _: u64) -> anyhow::Result<()> {
-        match *self {}
-    }
-    pub fn publish(
-        &self,
-        _: &[&crate::protocol::StagedFile],
-        _: &std::path::Path,
-    ) -> anyhow::Result<()> {
-        match *self {}
-    }
-    pub fn discard(&self, _: &[&crate::protocol::StagedFile]) -> anyhow::Result<()> {
-        match *self {}
-    }
-    pub fn remove(&self, _: &str) -> anyhow::Result<()> {
-        match *self {}
-    }
-    pub fn size(&self, _: &str) -> anyhow::Result<Option<u64>> {
         match *self {}
     }
 }

@@ -20,7 +20,7 @@
 //! So `--recover` works on any machine with the URL and the credentials.
 //!
 //! Staged data never goes through the copy: preCommit uploads each file as an open
-//! multipart upload, and commit completes it (`bucket.rs`).
+//! multipart upload, and commit completes it (`object.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
@@ -30,11 +30,10 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::bucket::{Bucket, Completed, Mode, Put};
+use super::bucket::{Bucket, Mode, Put};
 use super::lease::Lease;
 use super::url::ObjectUrl;
 use crate::journal;
-use crate::protocol::StagedFile;
 
 /// A state file's identity in the working copy: what changed since it was copied up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,10 +68,10 @@ struct Synced {
 
 /// A job of a table in a bucket, held under its lease.
 pub struct Remote {
-    bucket: Arc<Bucket>,
+    pub(super) bucket: Arc<Bucket>,
     job: String,
     local: PathBuf,
-    lease: Lease,
+    pub(super) lease: Lease,
     synced: Mutex<Synced>,
 }
 
@@ -306,84 +305,6 @@ impl Remote {
         Ok(())
     }
 
-    /// preCommit of a checkpoint's staged files (each with its local path): an open
-    /// multipart upload per file, holding all of its bytes, durable and invisible.
-    pub fn upload(&self, files: &mut [(StagedFile, PathBuf)]) -> Result<()> {
-        self.lease.check()?;
-        for (staged, path) in files.iter_mut() {
-            let id = self.bucket.start_upload(&staged.dest)?;
-            staged.upload = Some(self.bucket.send_parts(&staged.dest, &id, path)?);
-        }
-        Ok(())
-    }
-
-    /// Aborts the open uploads of `run` for checkpoints after `last_journaled`: their
-    /// checkpoint never completed, so nothing will ever publish them. A crash can leave
-    /// such uploads at any moment of a preCommit, named nowhere yet; the part files'
-    /// names carry the run and the checkpoint (`part-JOB-RUN-CHECKPOINT-N`), so the
-    /// store's own list of open uploads finds them. Uploads of journaled checkpoints are
-    /// the journal's to complete (or `--abort`'s to discard) and are left alone.
-    pub fn settle_uploads(&self, run: &str, last_journaled: u64) -> Result<()> {
-        let tag = format!("-{run}-");
-        for (rel, id) in self.bucket.open_uploads("")? {
-            let name = rel.rsplit('/').next().unwrap_or(&rel);
-            let checkpoint = name
-                .find(&tag)
-                .and_then(|at| name.get(at + tag.len()..at + tag.len() + 6))
-                .and_then(crate::table::parse_checkpoint_dir_name);
-            if checkpoint.is_some_and(|n| n > last_journaled) {
-                self.bucket.abort(&rel, &id)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// commit: completes each file's upload at its key, never replacing an object;
-    /// removes the working copy's staged file once its object is there.
-    pub fn publish(&self, files: &[&StagedFile], job_dir: &Path) -> Result<()> {
-        let mid = files.len().div_ceil(2);
-        for (i, file) in files.iter().enumerate() {
-            let upload = file.upload.as_ref().with_context(|| {
-                format!(
-                    "staged file {} was journaled without its upload; it cannot be published \
-                     to {}",
-                    file.staged,
-                    self.bucket.url()
-                )
-            })?;
-            match self.bucket.complete(&file.dest, upload, file.size)? {
-                Completed::Published | Completed::AlreadyThere => {}
-            }
-            remove_if_exists(&job_dir.join(&file.staged))?;
-            crate::failpoint::hit("commit.rename.after");
-            if i + 1 == mid {
-                // Some objects published, the others not, the commit not journaled.
-                crate::failpoint::hit("commit.mid");
-            }
-        }
-        Ok(())
-    }
-
-    /// Aborts the uploads of staged files that will never be published.
-    pub fn discard(&self, files: &[&StagedFile]) -> Result<()> {
-        for file in files {
-            if let Some(upload) = &file.upload {
-                self.bucket.abort(&file.dest, &upload.id)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Removes a published data file (`--abort`).
-    pub fn remove(&self, dest: &str) -> Result<()> {
-        self.bucket.delete(dest)
-    }
-
-    /// The size of the object at `dest`, if there is one.
-    pub fn size(&self, dest: &str) -> Result<Option<u64>> {
-        self.bucket.size(dest)
-    }
-
     /// The jobs with state in the table at `url`.
     pub fn jobs(url: &ObjectUrl) -> Result<BTreeSet<String>> {
         Ok(Bucket::open(url)?
@@ -407,7 +328,7 @@ fn write_copy(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn remove_if_exists(path: &Path) -> Result<()> {
+pub(super) fn remove_if_exists(path: &Path) -> Result<()> {
     match std::fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
