@@ -590,3 +590,32 @@ fn random_sigkill_of_loads_and_recoveries_on_two_machines_loses_and_duplicates_n
     eprintln!("random SIGKILL on a bucket: seed {seed}, {kills} kills landed mid-run");
     assert!(kills >= 2, "seed {seed}: only {kills} kills landed mid-run");
 }
+
+/// A part file larger than an upload part (8 MiB) goes up in several parts, sent
+/// concurrently, and reads back byte for byte in order.
+#[test]
+fn a_file_larger_than_a_part_is_uploaded_in_parts_and_reads_back_whole() {
+    let Some(s3) = store("table-parts") else {
+        return;
+    };
+    let w = Workdir::new();
+    big_orders(&w, 300_000, &mut Rng(7));
+    let table = s3.table("t");
+    let out = s3
+        .on(&w, "machine-a")
+        .args(["-t", &table, "--checkpoint-rows", "10000000", "orders"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let objects: Vec<(String, u64)> = s3
+        .list("t")
+        .into_iter()
+        .filter(|(key, _)| !key.contains("/_"))
+        .collect();
+    assert_eq!(objects.len(), 1, "{objects:?}");
+    assert!(
+        objects[0].1 > 16 << 20,
+        "{objects:?}: want at least three parts"
+    );
+    assert_same_rows(rows_in(&s3, "t"), input_rows(&[w.path("orders")]), "parts");
+}

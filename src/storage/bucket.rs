@@ -26,9 +26,42 @@ use super::url::ObjectUrl;
 use crate::protocol::Upload;
 use crate::source::hash_hex;
 
-/// Parts of a multipart upload: S3's minimum for every part but the last is 5 MiB;
-/// twice that halves the requests and still bounds a file's upload to one buffer.
-const PART_SIZE: usize = 10 * 1024 * 1024;
+/// Parts of a multipart upload: S3's minimum for every part but the last is 5 MiB.
+const PART_SIZE: usize = 8 * 1024 * 1024;
+
+/// Requests in flight at once: enough to hide the round trips of many small part files,
+/// few enough that parts in memory stay at 64 MiB.
+const IN_FLIGHT: usize = 8;
+
+/// A file's size and content hash.
+fn hash_file(path: &Path) -> Result<(u64, String)> {
+    let mut file = std::fs::File::open(path)
+        .with_context(|| format!("cannot open staged file {}", path.display()))?;
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut size = 0u64;
+    loop {
+        let n = file
+            .read(&mut buf)
+            .with_context(|| format!("cannot read staged file {}", path.display()))?;
+        if n == 0 {
+            return Ok((size, hash_hex(hasher.digest128())));
+        }
+        hasher.update(&buf[..n]);
+        size += n as u64;
+    }
+}
+
+/// `len` bytes of a file from `at`.
+fn read_range(path: &Path, at: u64, len: usize) -> Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("cannot open staged file {}", path.display()))?;
+    let mut part = vec![0u8; len];
+    file.read_exact_at(&mut part, at)
+        .with_context(|| format!("cannot read staged file {}", path.display()))?;
+    Ok(part)
+}
 
 /// How a conditional write treats an object already at the key.
 #[derive(Debug, Clone)]
@@ -211,9 +244,8 @@ impl Bucket {
     }
 
     /// The content hash of the object at `rel`, streamed (bounded memory).
-    fn hash_of(&self, rel: &str) -> Result<String> {
-        let rt = runtime()?;
-        rt.block_on(async {
+    async fn hash_async(&self, rel: &str) -> Result<String> {
+        async {
             let got = self.store.get(&self.key(rel)).await?;
             let mut hasher = xxhash_rust::xxh3::Xxh3::new();
             let mut stream = got.into_stream();
@@ -221,63 +253,97 @@ impl Bucket {
                 hasher.update(&chunk?);
             }
             Ok::<_, object_store::Error>(hash_hex(hasher.digest128()))
-        })
+        }
+        .await
         .map_err(flat)
         .with_context(|| format!("cannot read {}", self.url_of(rel)))
     }
 
-    /// Starts a multipart upload to `rel`; returns its id.
-    pub fn start_upload(&self, rel: &str) -> Result<String> {
-        runtime()?
-            .block_on(self.store.create_multipart(&self.key(rel)))
-            .map_err(flat)
-            .with_context(|| format!("cannot start the upload of {}", self.url_of(rel)))
-    }
-
-    /// preCommit of one data file: uploads `file` as every part of the started upload
-    /// `id` to `rel`, and leaves it open. Memory: one part. If a part fails, the upload
-    /// is aborted before the error returns.
-    pub fn send_parts(&self, rel: &str, id: &str, file: &Path) -> Result<Upload> {
+    /// preCommit of a checkpoint's data files: each local `file` becomes a multipart
+    /// upload to its `rel`, every part sent, and left open. Requests run concurrently,
+    /// at most [`IN_FLIGHT`] at once, parts of one file too, so memory stays at that many
+    /// parts whatever the files' number and size. If anything fails, the uploads
+    /// started here are aborted before the error returns.
+    pub fn upload_all(&self, files: &[(&str, &Path)]) -> Result<Vec<Upload>> {
+        use futures::stream::{self, StreamExt, TryStreamExt};
         let rt = runtime()?;
-        let key = self.key(rel);
-        let id = id.to_string();
-        let sent = (|| {
-            let mut reader = std::fs::File::open(file)
-                .with_context(|| format!("cannot open staged file {}", file.display()))?;
-            let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-            let mut parts = Vec::new();
-            loop {
-                let mut part = Vec::with_capacity(PART_SIZE);
-                (&mut reader)
-                    .take(PART_SIZE as u64)
-                    .read_to_end(&mut part)
-                    .with_context(|| format!("cannot read staged file {}", file.display()))?;
-                if part.is_empty() && !parts.is_empty() {
-                    break;
-                }
-                hasher.update(&part);
-                let last = part.len() < PART_SIZE;
-                let done = rt
-                    .block_on(
-                        self.store
-                            .put_part(&key, &id, parts.len(), PutPayload::from(part)),
-                    )
+        // The content hash of each file, read sequentially (it is in the page cache).
+        let mut sized = Vec::with_capacity(files.len());
+        for (_, path) in files {
+            sized.push(hash_file(path)?);
+        }
+        let ids: Vec<Result<String>> = rt.block_on(
+            stream::iter(files.iter().map(|(rel, _)| async move {
+                self.store
+                    .create_multipart(&self.key(rel))
+                    .await
                     .map_err(flat)
-                    .with_context(|| format!("cannot upload a part of {}", self.url_of(rel)))?;
-                parts.push(done.content_id);
-                if last {
-                    break;
-                }
+                    .with_context(|| format!("cannot start the upload of {}", self.url_of(rel)))
+            }))
+            .buffered(IN_FLIGHT)
+            .collect(),
+        );
+        let started: Vec<(usize, String)> = ids
+            .iter()
+            .enumerate()
+            .filter_map(|(i, id)| id.as_ref().ok().map(|id| (i, id.clone())))
+            .collect();
+        let sent = (|| {
+            let ids = ids
+                .iter()
+                .map(|id| id.as_ref().map_err(|e| anyhow::anyhow!("{e:#}")).cloned())
+                .collect::<Result<Vec<String>>>()?;
+            let jobs: Vec<(usize, usize, u64, usize)> = sized
+                .iter()
+                .enumerate()
+                .flat_map(|(f, (size, _))| {
+                    let parts = (*size as usize).div_ceil(PART_SIZE).max(1);
+                    (0..parts).map(move |p| {
+                        let at = (p * PART_SIZE) as u64;
+                        let len = PART_SIZE.min((*size - at) as usize);
+                        (f, p, at, len)
+                    })
+                })
+                .collect();
+            let done: Vec<(usize, usize, String)> = rt.block_on(
+                stream::iter(jobs.into_iter().map(|(f, p, at, len)| {
+                    let (rel, path) = files[f];
+                    let id = &ids[f];
+                    async move {
+                        let part = read_range(path, at, len)?;
+                        let put = self
+                            .store
+                            .put_part(&self.key(rel), id, p, PutPayload::from(part))
+                            .await
+                            .map_err(flat)
+                            .with_context(|| {
+                                format!("cannot upload a part of {}", self.url_of(rel))
+                            })?;
+                        Ok::<_, anyhow::Error>((f, p, put.content_id))
+                    }
+                }))
+                .buffer_unordered(IN_FLIGHT)
+                .try_collect(),
+            )?;
+            let mut parts: Vec<Vec<String>> = sized
+                .iter()
+                .map(|(size, _)| vec![String::new(); (*size as usize).div_ceil(PART_SIZE).max(1)])
+                .collect();
+            for (f, p, etag) in done {
+                parts[f][p] = etag;
             }
-            Ok(Upload {
-                id: id.clone(),
-                parts,
-                hash: hash_hex(hasher.digest128()),
-            })
+            Ok(ids
+                .into_iter()
+                .zip(parts)
+                .zip(sized)
+                .map(|((id, parts), (_, hash))| Upload { id, parts, hash })
+                .collect())
         })();
         if sent.is_err() {
-            // Best effort: a lifecycle rule cleans up what this cannot.
-            let _ = self.abort(rel, &id);
+            // Best effort: `--recover` or a lifecycle rule cleans up what this cannot.
+            for (i, id) in &started {
+                let _ = self.abort(files[*i].0, id);
+            }
         }
         sent
     }
@@ -382,11 +448,29 @@ impl Bucket {
         }
     }
 
+    /// commit of several files, concurrently ([`IN_FLIGHT`] at once): each outcome of
+    /// [`Bucket::complete`], in order.
+    pub fn complete_all(&self, files: &[(&str, &Upload, u64)]) -> Result<Vec<Result<Completed>>> {
+        use futures::stream::{self, StreamExt};
+        let rt = runtime()?;
+        Ok(rt.block_on(
+            stream::iter(files.iter().map(|(rel, upload, size)| async move {
+                self.complete_async(rel, upload, *size).await
+            }))
+            .buffered(IN_FLIGHT)
+            .collect(),
+        ))
+    }
+
     /// commit of one data file: completes `upload` at `rel` unless an object is already
     /// there. Idempotent: when the object there has the upload's size and content hash,
     /// an earlier attempt published it and this one is done too. Anything else at the
     /// key is another writer's and stays untouched: an error, not a clobber.
     pub fn complete(&self, rel: &str, upload: &Upload, size: u64) -> Result<Completed> {
+        runtime()?.block_on(self.complete_async(rel, upload, size))
+    }
+
+    async fn complete_async(&self, rel: &str, upload: &Upload, size: u64) -> Result<Completed> {
         let parts = upload
             .parts
             .iter()
@@ -394,17 +478,23 @@ impl Bucket {
                 content_id: content_id.clone(),
             })
             .collect();
-        let done = runtime()?.block_on(self.create_only.complete_multipart(
-            &self.key(rel),
-            &upload.id,
-            parts,
-        ));
+        let done = self
+            .create_only
+            .complete_multipart(&self.key(rel), &upload.id, parts)
+            .await;
         let why = match done {
             Ok(_) => return Ok(Completed::Published),
             Err(e) => flat(e),
         };
-        match self.size(rel)? {
-            Some(found) if found == size && self.hash_of(rel)? == upload.hash => {
+        let found = match self.store.head(&self.key(rel)).await {
+            Ok(meta) => Some(meta.size),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => {
+                return Err(flat(e)).with_context(|| format!("cannot read {}", self.url_of(rel)))
+            }
+        };
+        match found {
+            Some(found) if found == size && self.hash_async(rel).await? == upload.hash => {
                 Ok(Completed::AlreadyThere)
             }
             Some(found) => bail!(

@@ -26,16 +26,20 @@ use crate::table::JobLayout;
 impl TableStore for Remote {
     fn stage(&self, files: &mut [(StagedFile, PathBuf)]) -> Result<()> {
         self.lease.check()?;
-        for (staged, path) in files.iter_mut() {
-            let id = self.bucket.start_upload(&staged.dest)?;
-            staged.upload = Some(self.bucket.send_parts(&staged.dest, &id, path)?);
+        let named: Vec<(&str, &std::path::Path)> = files
+            .iter()
+            .map(|(staged, path)| (staged.dest.as_str(), path.as_path()))
+            .collect();
+        let uploads = self.bucket.upload_all(&named)?;
+        for ((staged, _), upload) in files.iter_mut().zip(uploads) {
+            staged.upload = Some(upload);
         }
         Ok(())
     }
 
     fn publish(&self, layout: &JobLayout, checkpoint: u64, files: &[&StagedFile]) -> Result<()> {
-        let mid = files.len().div_ceil(2);
-        for (i, file) in files.iter().enumerate() {
+        let mut named = Vec::with_capacity(files.len());
+        for file in files {
             let upload = file.upload.as_ref().with_context(|| {
                 format!(
                     "checkpoint {checkpoint} journaled staged file {} without its upload; it \
@@ -44,14 +48,22 @@ impl TableStore for Remote {
                     self.bucket.url()
                 )
             })?;
-            match self.bucket.complete(&file.dest, upload, file.size)? {
-                Completed::Published | Completed::AlreadyThere => {}
+            named.push((file.dest.as_str(), upload, file.size));
+        }
+        // In two halves, so a crash test can stop between them: some objects published,
+        // the others not, the commit not journaled.
+        let mid = named.len().div_ceil(2);
+        for (from, to) in [(0, mid), (mid, named.len())] {
+            let outcomes = self.bucket.complete_all(&named[from..to])?;
+            for (outcome, file) in outcomes.into_iter().zip(&files[from..to]) {
+                match outcome? {
+                    Completed::Published | Completed::AlreadyThere => {}
+                }
+                // The working copy's bytes are in the object now.
+                remove_if_exists(&layout.dir.join(&file.staged))?;
+                failpoint::hit("commit.rename.after");
             }
-            // The working copy's bytes are in the object now.
-            remove_if_exists(&layout.dir.join(&file.staged))?;
-            failpoint::hit("commit.rename.after");
-            if i + 1 == mid {
-                // Some objects published, the others not, the commit not journaled.
+            if from == 0 && mid > 0 {
                 failpoint::hit("commit.mid");
             }
         }

@@ -206,7 +206,13 @@ impl Remote {
         let mut synced = self.synced()?;
         let job_dir = self.local.join(self.job_prefix());
         let mut now = BTreeMap::new();
-        for entry in walkdir::WalkDir::new(&job_dir).sort_by_file_name() {
+        let pending = job_dir.join("pending");
+        let walk = walkdir::WalkDir::new(&job_dir)
+            .sort_by_file_name()
+            .into_iter()
+            // Staged data is uploaded by the sink, never copied as state.
+            .filter_entry(|e| e.path() != pending);
+        for entry in walk {
             let entry = entry.with_context(|| format!("cannot list {}", job_dir.display()))?;
             if !entry.file_type().is_file() {
                 continue;
