@@ -260,16 +260,10 @@ impl Command {
             progress: cli.progress,
             lock_wait: cli.lock_wait.map(Duration::from_secs),
         };
-        if common.remote.is_some() && (cli.status || cli.dry_run) {
-            // Both read the job's state without its lease; the working copy is not it.
+        if let (Some(url), true) = (&common.remote, cli.dry_run) {
+            // It reads the job's state without its lease; the working copy is not it.
             return Err(usage(format!(
-                "{} is not supported yet for a table in a bucket ({})",
-                if cli.status { "--status" } else { "--dry-run" },
-                common
-                    .remote
-                    .iter()
-                    .map(|u| u.to_string())
-                    .collect::<String>()
+                "--dry-run is not supported yet for a table in a bucket ({url})"
             )));
         }
         if cli.status {

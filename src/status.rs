@@ -39,6 +39,10 @@ pub struct JobStatus {
 
 /// Who holds the job's lock, if anyone (a shared lock probe: it never waits).
 pub fn lock_holder(layout: &JobLayout) -> Option<String> {
+    #[cfg(feature = "s3")]
+    if let Some(remote) = &layout.remote {
+        return remote.holder().ok().flatten();
+    }
     let file = std::fs::File::open(layout.lock()).ok()?;
     if fs2::FileExt::try_lock_shared(&file).is_ok() {
         let _ = fs2::FileExt::unlock(&file);
@@ -172,6 +176,10 @@ fn recovery_plan(log: &RunLog, torn: u64) -> Vec<String> {
 /// A path that holds no table is an error (exit 1), not an empty listing: a typo in a
 /// script's path must not read as "all is well".
 pub fn print(common: &Common, job: Option<&str>) -> Result<()> {
+    #[cfg(feature = "s3")]
+    if let Some(url) = &common.remote {
+        return print_remote(common, url, job);
+    }
     let table = &common.table;
     if !table.is_dir() {
         anyhow::bail!(
@@ -193,6 +201,47 @@ pub fn print(common: &Common, job: Option<&str>) -> Result<()> {
         .iter()
         .map(|job| job_status(&JobLayout::new(&common.table, job)))
         .collect::<Result<Vec<_>>>()?;
+    show(common, &statuses, &table.display().to_string())
+}
+
+/// `--status` of a table in a bucket: each job's state copied, without its lease, into a
+/// scratch directory that goes again once read; the lease object says who holds it.
+#[cfg(feature = "s3")]
+fn print_remote(
+    common: &Common,
+    url: &crate::storage::url::ObjectUrl,
+    job: Option<&str>,
+) -> Result<()> {
+    let jobs = match job {
+        Some(job) => vec![job.to_string()],
+        None => crate::storage::jobs_in(url)?,
+    };
+    if jobs.is_empty() {
+        anyhow::bail!("no ingest table at {url}: it has no _ingest/ state");
+    }
+    let mut statuses = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let scratch =
+            std::env::temp_dir().join(format!("ingest-status-{}-{nanos}", std::process::id()));
+        let status = (|| {
+            let remote = crate::storage::Remote::read_only(url, &scratch, job)?;
+            let mut layout = JobLayout::new(&scratch, job);
+            layout.target = Some(url.clone());
+            layout.store = remote.clone();
+            layout.remote = Some(remote);
+            job_status(&layout)
+        })();
+        let _ = std::fs::remove_dir_all(&scratch);
+        statuses.push(status?);
+    }
+    show(common, &statuses, &url.to_string())
+}
+
+/// Prints the statuses, as text or JSON.
+fn show(common: &Common, statuses: &[JobStatus], table: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     if common.json {
         serde_json::to_writer(&mut out, &statuses)?;
@@ -200,9 +249,9 @@ pub fn print(common: &Common, job: Option<&str>) -> Result<()> {
         return Ok(());
     }
     if statuses.is_empty() {
-        writeln!(out, "no ingest job has run on {}", common.table.display())?;
+        writeln!(out, "no ingest job has run on {table}")?;
     }
-    for s in &statuses {
+    for s in statuses {
         let lock = s
             .locked_by
             .as_deref()

@@ -141,9 +141,20 @@ fn a_table_in_a_bucket_loads_exactly_once_and_lives_only_in_the_bucket() {
     }
     assert_eq!(rows_in(&s3, "t").len(), 912);
 
+    // --status reads the bucket's state, from any machine, without the lease.
+    let status = s3
+        .on(&w, "machine-c")
+        .args(["-t", &table, "--status", "--json"])
+        .output()
+        .unwrap();
+    assert_code(&status, 0);
+    let status = json(&status);
+    assert_eq!(status[0]["state"], "finished", "{status}");
+    assert_eq!(status[0]["inputs_loaded"], inputs.len(), "{status}");
+    assert_eq!(status[0]["locked_by"], serde_json::Value::Null, "{status}");
+
     // What a table in a bucket cannot do yet is refused up front, with exit 2.
     for refused in [
-        vec!["-t", &table, "--status"],
         vec!["-t", &table, "--dry-run", &inputs[0]],
         vec![
             "-t",
@@ -456,6 +467,21 @@ fn an_interrupted_run_in_a_bucket_is_aborted_from_another_machine() {
         .unwrap();
     assert!(crashed(&out), "{}", stderr(&out));
     assert!(!data_objects(&s3, "t").is_empty());
+    // Once the crashed holder's lease has run out, --status on a third machine shows
+    // the interrupted run and what --abort would remove.
+    std::thread::sleep(Duration::from_millis(1500));
+    let status = s3
+        .on(&w, "machine-c")
+        .args(["-t", &table, "--status", "--json"])
+        .output()
+        .unwrap();
+    assert_code(&status, 0);
+    let status = json(&status);
+    assert_eq!(status[0]["state"], "interrupted", "{status}");
+    assert!(
+        !status[0]["abort_would"].as_array().unwrap().is_empty(),
+        "{status}"
+    );
 
     let out = s3
         .on(&w, "machine-b")

@@ -33,6 +33,16 @@ use crate::signals;
 /// The lease time unless `INGEST_LEASE_SECS` sets another.
 const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
+/// The holder of `job`'s lease if it is live, as the exit-75 message names it.
+pub fn live_holder(bucket: &Bucket, job: &str) -> Result<Option<String>> {
+    let key = format!("_ingest/{job}/lease");
+    Ok(bucket
+        .get(&key)?
+        .and_then(|(bytes, _)| serde_json::from_slice::<Holder>(&bytes).ok())
+        .filter(|held| held.expires_ms > now_ms())
+        .map(|held| format!("{} (lease {})", held.holder, bucket.url_of(&key))))
+}
+
 /// What the lease object holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Holder {

@@ -25,7 +25,7 @@ use crate::table::JobLayout;
 
 impl TableStore for Remote {
     fn stage(&self, files: &mut [(StagedFile, PathBuf)]) -> Result<()> {
-        self.lease.check()?;
+        self.check_lease()?;
         let named: Vec<(&str, &std::path::Path)> = files
             .iter()
             .map(|(staged, path)| (staged.dest.as_str(), path.as_path()))

@@ -66,12 +66,13 @@ struct Synced {
     contract: Option<String>,
 }
 
-/// A job of a table in a bucket, held under its lease.
+/// A job of a table in a bucket, held under its lease (or, without one, a read-only
+/// view of its state for `--status`).
 pub struct Remote {
     pub(super) bucket: Arc<Bucket>,
     job: String,
     local: PathBuf,
-    pub(super) lease: Lease,
+    lease: Option<Lease>,
     synced: Mutex<Synced>,
 }
 
@@ -96,11 +97,43 @@ impl Remote {
             bucket,
             job: job.to_string(),
             local: local.to_path_buf(),
-            lease,
+            lease: Some(lease),
             synced: Mutex::new(Synced::default()),
         };
         remote.pull()?;
         Ok(Arc::new(remote))
+    }
+
+    /// A read-only view of `job`'s state, copied into `local` without taking its lease
+    /// (`--status`): what a holder is doing at this moment may be a record ahead of it.
+    pub fn read_only(url: &ObjectUrl, local: &Path, job: &str) -> Result<Arc<Remote>> {
+        let remote = Remote {
+            bucket: Arc::new(Bucket::open(url)?),
+            job: job.to_string(),
+            local: local.to_path_buf(),
+            lease: None,
+            synced: Mutex::new(Synced::default()),
+        };
+        remote.pull()?;
+        Ok(Arc::new(remote))
+    }
+
+    /// Fails unless this process holds the job's lease and has not lost it: nothing may
+    /// be written for the job otherwise.
+    pub(super) fn check_lease(&self) -> Result<()> {
+        match &self.lease {
+            Some(lease) => lease.check(),
+            None => Err(anyhow!(
+                "job {:?} of {} was opened read-only; nothing may be written",
+                self.job,
+                self.bucket.url()
+            )),
+        }
+    }
+
+    /// Who holds the job's lease now, if anyone does.
+    pub fn holder(&self) -> Result<Option<String>> {
+        super::lease::live_holder(&self.bucket, &self.job)
     }
 
     /// The table's URL.
@@ -202,7 +235,7 @@ impl Remote {
     /// Copies every state file that changed since it was last copied up, the manifest's
     /// head after the segments it names, and removes the copies of files that are gone.
     pub fn push(&self) -> Result<()> {
-        self.lease.check()?;
+        self.check_lease()?;
         let mut synced = self.synced()?;
         let job_dir = self.local.join(self.job_prefix());
         let mut now = BTreeMap::new();
