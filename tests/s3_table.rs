@@ -483,13 +483,27 @@ fn an_interrupted_run_in_a_bucket_is_aborted_from_another_machine() {
         "{status}"
     );
 
+    let published = data_objects(&s3, "t");
+    let abort_would = status[0]["abort_would"].as_array().unwrap();
+    assert_eq!(
+        abort_would
+            .iter()
+            .filter(|s| s.as_str().unwrap().starts_with("  "))
+            .count(),
+        published.len(),
+        "--abort would remove exactly the published files: {status}"
+    );
+    let published_rows = rows_in(&s3, "t").len();
     let out = s3
         .on(&w, "machine-b")
         .args(["-t", &table, "--abort", "--lock-wait", "30", "--json"])
         .output()
         .unwrap();
     assert_code(&out, 0);
-    assert_eq!(json(&out)["outcome"], "aborted");
+    let summary = json(&out);
+    assert_eq!(summary["outcome"], "aborted");
+    assert_eq!(summary["files_written"], published.len(), "{summary}");
+    assert_eq!(summary["rows_written"], published_rows, "{summary}");
     assert!(
         data_objects(&s3, "t").is_empty(),
         "{:?}",
@@ -644,4 +658,89 @@ fn a_file_larger_than_a_part_is_uploaded_in_parts_and_reads_back_whole() {
         "{objects:?}: want at least three parts"
     );
     assert_same_rows(rows_in(&s3, "t"), input_rows(&[w.path("orders")]), "parts");
+}
+
+/// `--abort` removes only what the run published: an object another writer put at one
+/// of the run's journaled keys (with other bytes) stays.
+#[test]
+fn an_abort_leaves_another_writers_object_at_a_journaled_key() {
+    let Some(s3) = store("table-abort-foreign") else {
+        return;
+    };
+    let w = Workdir::new();
+    let orders = w.fixture("orders");
+    let table = s3.table("t");
+    let out = s3
+        .on(&w, "machine-a")
+        .env("INGEST_FAIL_POINT", "checkpoint.complete.after:1")
+        .args(["-t", &table, "-p", "dt", "--checkpoint-rows", "100"])
+        .arg(&orders)
+        .output()
+        .unwrap();
+    assert!(crashed(&out), "{}", stderr(&out));
+    let dest = JournalReader::new()
+        .journaled(&s3, "t")
+        .into_iter()
+        .next()
+        .expect("a journaled file");
+    let foreign = b"order_id\n1\n".to_vec();
+    s3.put(&format!("t/{dest}"), foreign.clone());
+    let out = s3
+        .on(&w, "machine-b")
+        .args(["-t", &table, "--abort", "--lock-wait", "30", "--json"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert_eq!(json(&out)["files_written"], 0);
+    assert!(stderr(&out).contains("left alone"), "{}", stderr(&out));
+    assert_eq!(s3.get(&format!("t/{dest}")).unwrap(), foreign);
+    assert_no_open_uploads(&s3, "after --abort");
+}
+
+/// A crash while a new run deletes the previous run's journal records leaves some of
+/// them behind, below the new run's first record: the journal read back is the new
+/// run's alone.
+#[test]
+fn old_journal_records_left_below_a_new_run_are_not_part_of_it() {
+    let Some(s3) = store("table-old-records") else {
+        return;
+    };
+    let w = Workdir::new();
+    let table = s3.table("t");
+    let header = "order_id,dt,ts,customer,email,country,amount,currency,note\n";
+    let first = w.write("in/a.csv", format!("{header}1,2026-12-01,t,c,e,FR,1.00,EUR,\n"));
+    let out = s3.on(&w, "machine-a").arg("-t").arg(&table).arg(&first).output().unwrap();
+    assert_code(&out, 0);
+    let old: Vec<(String, Vec<u8>)> = s3
+        .list("t/_ingest/default/journal.d")
+        .into_iter()
+        .map(|(key, _)| {
+            let bytes = s3.get(&key).unwrap();
+            (key, bytes)
+        })
+        .collect();
+    assert!(!old.is_empty());
+    // The second run, killed after its first record; then the first run's records are
+    // put back, as a crash in the middle of deleting them would have left them.
+    let second = w.write("in/b.csv", format!("{header}2,2026-12-02,t,c,e,DE,2.00,EUR,\n"));
+    let out = s3
+        .on(&w, "machine-a")
+        .env("INGEST_FAIL_POINT", "run.started.after")
+        .arg("-t")
+        .arg(&table)
+        .arg(&second)
+        .output()
+        .unwrap();
+    assert!(crashed(&out), "{}", stderr(&out));
+    for (key, bytes) in &old {
+        s3.put(key, bytes.clone());
+    }
+    let out = s3
+        .on(&w, "machine-b")
+        .args(["-t", &table, "--recover", "--lock-wait", "30", "--json"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert_eq!(json(&out)["rows_written"], 1, "{}", stderr(&out));
+    assert_eq!(rows_in(&s3, "t").len(), 2);
 }
