@@ -132,39 +132,31 @@ fn contract_is_ours(layout: &JobLayout, log: &RunLog) -> Result<bool> {
 /// `--abort` without `--job`: the one interrupted job of the table; several are refused,
 /// named, since undoing is not something to do to jobs one did not name.
 pub fn abort_the_interrupted_job(common: &Common, messages: Messages) -> Result<Summary> {
-    if let Some(url) = &common.remote {
-        // Which jobs are interrupted is in each job's journal in the bucket, read under
-        // its lease: a table with one job aborts it, several need --job.
-        return match crate::storage::jobs_in(url)?.as_slice() {
-            [] => Ok(Summary::nothing(
-                "nothing-to-abort",
-                &common.job,
-                0,
-                std::time::Duration::ZERO,
-            )),
-            [job] => abort(
-                &Common {
-                    job: job.clone(),
-                    ..common.clone()
-                },
-                messages,
-            ),
-            jobs => Err(crate::exit::UsageError(format!(
-                "{url} has {} jobs ({}); name the one to undo with --job NAME",
-                jobs.len(),
-                jobs.join(", ")
-            ))
-            .into()),
-        };
-    }
-    let mut interrupted = Vec::new();
-    for job in crate::table::jobs(&common.table)? {
-        let layout = JobLayout::new(&common.table, &job);
-        if journal::replay(&layout.journal())?
+    let is_interrupted = |layout: &JobLayout| -> Result<bool> {
+        Ok(journal::replay(&layout.journal())?
             .log
-            .is_some_and(|log| !log.finished)
-        {
-            interrupted.push(job);
+            .is_some_and(|log| !log.finished))
+    };
+    let mut interrupted = Vec::new();
+    match &common.remote {
+        // Each job's journal in the bucket, read without its lease.
+        #[cfg(feature = "s3")]
+        Some(url) => {
+            for job in crate::storage::jobs_in(url)? {
+                let stopped = crate::storage::Remote::with_read_only(url, &job, |_, scratch| {
+                    is_interrupted(&JobLayout::new(scratch, &job))
+                })?;
+                if stopped {
+                    interrupted.push(job);
+                }
+            }
+        }
+        _ => {
+            for job in crate::table::jobs(&common.table)? {
+                if is_interrupted(&JobLayout::new(&common.table, &job))? {
+                    interrupted.push(job);
+                }
+            }
         }
     }
     match interrupted.as_slice() {
@@ -184,7 +176,7 @@ pub fn abort_the_interrupted_job(common: &Common, messages: Messages) -> Result<
         jobs => Err(crate::exit::UsageError(format!(
             "{} jobs of {} are interrupted ({}); name the one to undo with --job NAME",
             jobs.len(),
-            common.table.display(),
+            JobLayout::of(common).table_name(),
             jobs.join(", ")
         ))
         .into()),

@@ -221,21 +221,17 @@ fn print_remote(
     }
     let mut statuses = Vec::with_capacity(jobs.len());
     for job in &jobs {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let scratch =
-            std::env::temp_dir().join(format!("ingest-status-{}-{nanos}", std::process::id()));
-        let status = (|| {
-            let remote = crate::storage::Remote::read_only(url, &scratch, job)?;
-            let mut layout = JobLayout::new(&scratch, job);
-            layout.target = Some(url.clone());
-            layout.store = remote.clone();
-            layout.remote = Some(remote);
-            job_status(&layout)
-        })();
-        let _ = std::fs::remove_dir_all(&scratch);
-        statuses.push(status?);
+        statuses.push(crate::storage::Remote::with_read_only(
+            url,
+            job,
+            |view, scratch| {
+                let mut layout = JobLayout::new(scratch, job);
+                layout.target = Some(url.clone());
+                layout.store = view.clone();
+                layout.remote = Some(view.clone());
+                job_status(&layout)
+            },
+        )?);
     }
     show(common, &statuses, &url.to_string())
 }

@@ -88,6 +88,24 @@ fn poll_visibility(
     (listings, early)
 }
 
+/// A load into table `t` crashed on machine A right after its first checkpoint was
+/// journaled, before anything was published; returns one file that record names.
+fn crash_with_a_journaled_file(s3: &Store, w: &Workdir, inputs: &std::path::Path) -> String {
+    let out = s3
+        .on(w, "machine-a")
+        .env("INGEST_FAIL_POINT", "checkpoint.complete.after:1")
+        .args(["-t", &s3.table("t"), "-p", "dt", "--checkpoint-rows", "100"])
+        .arg(inputs)
+        .output()
+        .unwrap();
+    assert!(crashed(&out), "{}", stderr(&out));
+    JournalReader::new()
+        .journaled(s3, "t")
+        .into_iter()
+        .next()
+        .expect("a journaled file")
+}
+
 /// No multipart upload under the test's prefix is open (listed through the S3 API).
 fn assert_no_open_uploads(s3: &Store, what: &str) {
     if let Some(open) = s3.check(&["uploads", s3.prefix()]) {
@@ -315,20 +333,7 @@ fn an_object_already_at_a_final_key_is_never_replaced() {
     let w = Workdir::new();
     let orders = w.fixture("orders");
     let table = s3.table("t");
-    let args = ["-t", &table, "-p", "dt", "--checkpoint-rows", "100"];
-    let out = s3
-        .on(&w, "machine-a")
-        .env("INGEST_FAIL_POINT", "checkpoint.complete.after:1")
-        .args(args)
-        .arg(&orders)
-        .output()
-        .unwrap();
-    assert!(crashed(&out), "{}", stderr(&out));
-    let dest = JournalReader::new()
-        .journaled(&s3, "t")
-        .into_iter()
-        .next()
-        .expect("a journaled file");
+    let dest = crash_with_a_journaled_file(&s3, &w, &orders);
     assert!(data_objects(&s3, "t").is_empty(), "nothing published yet");
     let intruder = b"someone else's object\n";
     s3.put(&format!("t/{dest}"), intruder.to_vec());
@@ -670,19 +675,7 @@ fn an_abort_leaves_another_writers_object_at_a_journaled_key() {
     let w = Workdir::new();
     let orders = w.fixture("orders");
     let table = s3.table("t");
-    let out = s3
-        .on(&w, "machine-a")
-        .env("INGEST_FAIL_POINT", "checkpoint.complete.after:1")
-        .args(["-t", &table, "-p", "dt", "--checkpoint-rows", "100"])
-        .arg(&orders)
-        .output()
-        .unwrap();
-    assert!(crashed(&out), "{}", stderr(&out));
-    let dest = JournalReader::new()
-        .journaled(&s3, "t")
-        .into_iter()
-        .next()
-        .expect("a journaled file");
+    let dest = crash_with_a_journaled_file(&s3, &w, &orders);
     let foreign = b"order_id\n1\n".to_vec();
     s3.put(&format!("t/{dest}"), foreign.clone());
     let out = s3
@@ -708,8 +701,17 @@ fn old_journal_records_left_below_a_new_run_are_not_part_of_it() {
     let w = Workdir::new();
     let table = s3.table("t");
     let header = "order_id,dt,ts,customer,email,country,amount,currency,note\n";
-    let first = w.write("in/a.csv", format!("{header}1,2026-12-01,t,c,e,FR,1.00,EUR,\n"));
-    let out = s3.on(&w, "machine-a").arg("-t").arg(&table).arg(&first).output().unwrap();
+    let first = w.write(
+        "in/a.csv",
+        format!("{header}1,2026-12-01,t,c,e,FR,1.00,EUR,\n"),
+    );
+    let out = s3
+        .on(&w, "machine-a")
+        .arg("-t")
+        .arg(&table)
+        .arg(&first)
+        .output()
+        .unwrap();
     assert_code(&out, 0);
     let old: Vec<(String, Vec<u8>)> = s3
         .list("t/_ingest/default/journal.d")
@@ -722,7 +724,10 @@ fn old_journal_records_left_below_a_new_run_are_not_part_of_it() {
     assert!(!old.is_empty());
     // The second run, killed after its first record; then the first run's records are
     // put back, as a crash in the middle of deleting them would have left them.
-    let second = w.write("in/b.csv", format!("{header}2,2026-12-02,t,c,e,DE,2.00,EUR,\n"));
+    let second = w.write(
+        "in/b.csv",
+        format!("{header}2,2026-12-02,t,c,e,DE,2.00,EUR,\n"),
+    );
     let out = s3
         .on(&w, "machine-a")
         .env("INGEST_FAIL_POINT", "run.started.after")

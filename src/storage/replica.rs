@@ -118,6 +118,23 @@ impl Remote {
         Ok(Arc::new(remote))
     }
 
+    /// Runs `read` on a read-only view of `job`'s state (the view, and the scratch
+    /// directory holding its copy), then removes the scratch directory.
+    pub fn with_read_only<T>(
+        url: &ObjectUrl,
+        job: &str,
+        read: impl FnOnce(&Arc<Remote>, &Path) -> Result<T>,
+    ) -> Result<T> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let scratch =
+            std::env::temp_dir().join(format!("ingest-view-{}-{nanos}", std::process::id()));
+        let outcome = Remote::read_only(url, &scratch, job).and_then(|view| read(&view, &scratch));
+        let _ = std::fs::remove_dir_all(&scratch);
+        outcome
+    }
+
     /// Fails unless this process holds the job's lease and has not lost it: nothing may
     /// be written for the job otherwise.
     pub(super) fn check_lease(&self) -> Result<()> {
