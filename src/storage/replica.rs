@@ -208,14 +208,18 @@ impl Remote {
                 synced.pushed.insert(rel, stamp(&path)?);
             }
         }
+        // Table-wide: another job's process on this machine may be reading it, so it is
+        // replaced in one rename, never removed first.
         let contract = self.local.join(CONTRACT);
-        remove_if_exists(&contract)?;
-        if let Some((bytes, etag)) = self.bucket.get(CONTRACT)? {
-            write_copy(&contract, &bytes)?;
-            synced
-                .pushed
-                .insert(CONTRACT.to_string(), stamp(&contract)?);
-            synced.contract = Some(etag.context("the store gave the contract no ETag")?);
+        match self.bucket.get(CONTRACT)? {
+            Some((bytes, etag)) => {
+                write_copy(&contract, &bytes)?;
+                synced
+                    .pushed
+                    .insert(CONTRACT.to_string(), stamp(&contract)?);
+                synced.contract = Some(etag.context("the store gave the contract no ETag")?);
+            }
+            None => remove_if_exists(&contract)?,
         }
         records.sort();
         let mut payloads = Vec::new();
@@ -376,12 +380,20 @@ fn relative(root: &Path, path: &Path) -> Option<String> {
     Some(parts?.join("/"))
 }
 
-/// Writes a working-copy file. Not fsynced: the bucket is the durable copy.
+/// Writes a working-copy file, replacing any old one in a rename (a reader sees the old
+/// bytes or the new, never a mix). Not fsynced: the bucket is the durable copy.
 fn write_copy(path: &Path, bytes: &[u8]) -> Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
+    let dir = path
+        .parent()
+        .with_context(|| format!("{} has no directory", path.display()))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let temp = dir.join(format!(".{name}.pull-{}", std::process::id()));
+    std::fs::write(&temp, bytes).with_context(|| format!("cannot write {}", temp.display()))?;
+    std::fs::rename(&temp, path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 pub(super) fn remove_if_exists(path: &Path) -> Result<()> {
