@@ -749,3 +749,37 @@ fn old_journal_records_left_below_a_new_run_are_not_part_of_it() {
     assert_eq!(json(&out)["rows_written"], 1, "{}", stderr(&out));
     assert_eq!(rows_in(&s3, "t").len(), 2);
 }
+
+/// A crash after a checkpoint's files are uploaded and before its journal record leaves
+/// uploads that nothing names yet; `--recover` finds them in the store and aborts them.
+#[test]
+fn uploads_of_a_checkpoint_never_journaled_are_aborted_by_recover() {
+    let Some(s3) = store("table-unjournaled") else {
+        return;
+    };
+    let w = Workdir::new();
+    let orders = w.fixture("orders");
+    let table = s3.table("t");
+    let out = s3
+        .on(&w, "machine-a")
+        .env("INGEST_FAIL_POINT", "sink.precommit.after:2")
+        .args(["-t", &table, "-p", "dt", "--checkpoint-rows", "100"])
+        .arg(&orders)
+        .output()
+        .unwrap();
+    assert!(crashed(&out), "{}", stderr(&out));
+    if let Some(open) = s3.check(&["uploads", s3.prefix()]) {
+        assert!(
+            !open.trim().is_empty(),
+            "the crash left no upload to clean up"
+        );
+    }
+    let out = s3
+        .on(&w, "machine-b")
+        .args(["-t", &table, "--recover", "--lock-wait", "30"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert_same_rows(rows_in(&s3, "t"), input_rows(&[orders]), "recovered");
+    assert_no_open_uploads(&s3, "after --recover");
+}
