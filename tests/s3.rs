@@ -229,6 +229,11 @@ impl Store {
         Some(String::from_utf8(out.stdout).unwrap())
     }
 
+    /// The store's key id and secret, for checks that they leak nowhere.
+    pub fn credentials(&self) -> [&str; 2] {
+        [&self.key_id, &self.secret]
+    }
+
     /// The test's key prefix inside the bucket.
     pub fn prefix(&self) -> &str {
         &self.prefix

@@ -147,6 +147,25 @@ fn a_table_in_a_bucket_loads_exactly_once_and_lives_only_in_the_bucket() {
         s3.get("t/_ingest/default/lease").is_none(),
         "lease released"
     );
+    // Nothing ingest keeps, in the bucket or in the working copy, holds the credentials.
+    let kept: Vec<Vec<u8>> = s3
+        .list("t")
+        .into_iter()
+        .map(|(key, _)| s3.get(&key).unwrap())
+        .chain(
+            walk(&w.path("machine-a"))
+                .iter()
+                .map(|f| std::fs::read(f).unwrap()),
+        )
+        .collect();
+    for secret in s3.credentials() {
+        assert!(
+            !kept
+                .iter()
+                .any(|bytes| String::from_utf8_lossy(bytes).contains(secret)),
+            "a credential leaked into the table's state"
+        );
+    }
     assert_no_open_uploads(&s3, "after a load");
 
     // The working copy is a cache: without it, and on another machine, the bucket's
