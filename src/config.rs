@@ -260,12 +260,6 @@ impl Command {
             progress: cli.progress,
             lock_wait: cli.lock_wait.map(Duration::from_secs),
         };
-        if let (Some(url), true) = (&common.remote, cli.dry_run) {
-            // It reads the job's state without its lease; the working copy is not it.
-            return Err(usage(format!(
-                "--dry-run is not supported yet for a table in a bucket ({url})"
-            )));
-        }
         if cli.status {
             return Ok(Command::Status(common, job));
         }

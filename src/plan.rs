@@ -126,10 +126,22 @@ pub fn json_types(
     }))
 }
 
-/// `--dry-run`: what a load would do, reading only.
+/// `--dry-run`: what a load would do, reading only. A table in a bucket is read through
+/// a read-only copy of the job's state (no lease taken).
 pub fn dry_run(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
+    #[cfg(feature = "s3")]
+    if let Some(url) = &cfg.common.remote {
+        return crate::storage::Remote::with_read_only(url, &cfg.common.job, |_, scratch| {
+            dry_run_in(cfg, scratch, messages)
+        });
+    }
+    dry_run_in(cfg, &cfg.common.table, messages)
+}
+
+/// `--dry-run` against the job's state under `table`.
+fn dry_run_in(cfg: &LoadConfig, table: &std::path::Path, messages: Messages) -> Result<Summary> {
     let started = Instant::now();
-    let layout = JobLayout::new(&cfg.common.table, &cfg.common.job);
+    let layout = JobLayout::new(table, &cfg.common.job);
     let manifest = Manifest::load(&layout.manifest())?;
     if let Some(log) = journal::replay(&layout.journal())?.log {
         if !log.finished {
