@@ -168,6 +168,27 @@ fn a_table_in_a_bucket_loads_exactly_once_and_lives_only_in_the_bucket() {
     }
     assert_no_open_uploads(&s3, "after a load");
 
+    // The next command on the same machine keeps the manifest segments it already has
+    // (the job's history is not downloaded again); one changed locally is fetched anew.
+    let segment = walk(&w.path("machine-a"))
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "seg"))
+        .expect("a manifest segment in the working copy");
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(&segment).unwrap().ino();
+    let again = s3.on(&w, "machine-a").args(&args).output().unwrap();
+    assert_eq!(json(&again)["outcome"], "nothing-to-load");
+    assert_eq!(std::fs::metadata(&segment).unwrap().ino(), inode, "kept");
+    let len = std::fs::metadata(&segment).unwrap().len() as usize;
+    std::fs::write(&segment, vec![0u8; len]).unwrap();
+    let again = s3.on(&w, "machine-a").args(&args).output().unwrap();
+    assert_eq!(
+        json(&again)["outcome"],
+        "nothing-to-load",
+        "{}",
+        stderr(&again)
+    );
+
     // The working copy is a cache: without it, and on another machine, the bucket's
     // manifest still knows every input.
     std::fs::remove_dir_all(w.path("machine-a")).unwrap();

@@ -190,6 +190,15 @@ impl Bucket {
     /// Every object under `rel_prefix` (a directory-like prefix, without the trailing
     /// `/`), as (path relative to the table, size), in key order.
     pub fn list(&self, rel_prefix: &str) -> Result<Vec<(String, u64)>> {
+        Ok(self
+            .list_tagged(rel_prefix)?
+            .into_iter()
+            .map(|(rel, size, _)| (rel, size))
+            .collect())
+    }
+
+    /// [`Bucket::list`] with each object's ETag.
+    pub fn list_tagged(&self, rel_prefix: &str) -> Result<Vec<(String, u64, Option<String>)>> {
         let prefix = self.key(rel_prefix);
         let listed = runtime()?
             .block_on(async {
@@ -207,11 +216,12 @@ impl Bucket {
         } else {
             self.url.key.len() + 1
         };
-        let mut out: Vec<(String, u64)> = listed
+        let mut out: Vec<(String, u64, Option<String>)> = listed
             .into_iter()
             .filter_map(|meta| {
                 let key = meta.location.as_ref();
-                key.get(skip..).map(|rel| (rel.to_string(), meta.size))
+                let rel = key.get(skip..)?.to_string();
+                Some((rel, meta.size, meta.e_tag))
             })
             .collect();
         out.sort();

@@ -36,7 +36,7 @@ use super::url::ObjectUrl;
 use crate::journal;
 
 /// A state file's identity in the working copy: what changed since it was copied up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Stamp {
     len: u64,
     mtime_ns: i64,
@@ -55,9 +55,18 @@ fn stamp(path: &Path) -> Result<Stamp> {
 
 const CONTRACT: &str = "_ingest/contract.json";
 
+/// The working copy's record of the manifest segments it holds: each one's ETag in the
+/// bucket and its local stamp when it was copied. Segments are immutable (a merge writes
+/// new names), so a segment whose ETag and stamp both still match is the bucket's, and
+/// the next command on this machine keeps it instead of downloading the job's whole
+/// history again. Local only: never copied up.
+const SEGMENTS_SEEN: &str = "manifest.d/.copied";
+
 /// What the working copy holds of the bucket.
 #[derive(Debug, Default)]
 struct Synced {
+    /// Manifest segments (relative to the table) by ETag and local stamp.
+    segments: BTreeMap<String, (String, Stamp)>,
     /// Copied state files (relative to the table) as they were when copied.
     pushed: BTreeMap<String, Stamp>,
     /// The sequence number of the next journal record.
@@ -170,7 +179,9 @@ impl Remote {
 
     /// Names under the job's prefix that are not state copies.
     fn is_copied(below_job: &str) -> bool {
-        !(below_job == "lease"
+        let name = below_job.rsplit('/').next().unwrap_or(below_job);
+        !(name.starts_with('.')
+            || below_job == "lease"
             || below_job == "lock"
             || below_job == "journal"
             || below_job.starts_with("journal.d/")
@@ -181,14 +192,20 @@ impl Remote {
     /// rebuilt from its records (the current run's), the table's contract.
     fn pull(&self) -> Result<()> {
         let job_dir = self.local.join(self.job_prefix());
-        clear_but_lock(&job_dir)?;
+        let seen_path = job_dir.join(SEGMENTS_SEEN);
+        let seen: BTreeMap<String, (String, Stamp)> = std::fs::read(&seen_path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default();
+        clear_but(&job_dir, &["lock", "manifest.d"])?;
         std::fs::create_dir_all(&job_dir)
             .with_context(|| format!("cannot create {}", job_dir.display()))?;
         let mut synced = self.synced()?;
         *synced = Synced::default();
         let prefix = self.job_prefix();
+        let segments_prefix = format!("{prefix}/manifest.d/");
         let mut records = Vec::new();
-        for (rel, _) in self.bucket.list(&prefix)? {
+        for (rel, _, etag) in self.bucket.list_tagged(&prefix)? {
             let Some(below) = rel.strip_prefix(&prefix).and_then(|r| r.strip_prefix('/')) else {
                 continue;
             };
@@ -202,12 +219,41 @@ impl Remote {
             if !Remote::is_copied(below) {
                 continue;
             }
-            if let Some((bytes, _)) = self.bucket.get(&rel)? {
-                let path = self.local.join(&rel);
+            let path = self.local.join(&rel);
+            if rel.starts_with(&segments_prefix) {
+                let kept = match (seen.get(&rel), &etag) {
+                    (Some((was, copied)), Some(etag)) if was == etag => {
+                        stamp(&path).ok().filter(|now| now == copied)
+                    }
+                    _ => None,
+                };
+                if let (Some(kept), Some(etag)) = (kept, &etag) {
+                    synced.pushed.insert(rel.clone(), kept);
+                    synced.segments.insert(rel, (etag.clone(), kept));
+                    continue;
+                }
+            }
+            if let Some((bytes, got)) = self.bucket.get(&rel)? {
                 write_copy(&path, &bytes)?;
-                synced.pushed.insert(rel, stamp(&path)?);
+                let copied = stamp(&path)?;
+                if let (true, Some(etag)) = (rel.starts_with(&segments_prefix), got) {
+                    synced.segments.insert(rel.clone(), (etag, copied));
+                }
+                synced.pushed.insert(rel, copied);
             }
         }
+        // Local segments the bucket does not have (a crashed fold's, or merged away).
+        let segments_dir = job_dir.join("manifest.d");
+        if let Ok(entries) = std::fs::read_dir(&segments_dir) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let rel = format!("{segments_prefix}{name}");
+                if !name.starts_with('.') && !synced.pushed.contains_key(&rel) {
+                    remove_if_exists(&entry.path())?;
+                }
+            }
+        }
+        save_segments_seen(&seen_path, &synced.segments)?;
         // Table-wide: another job's process on this machine may be reading it, so it is
         // replaced in one rename, never removed first.
         let contract = self.local.join(CONTRACT);
@@ -304,6 +350,8 @@ impl Remote {
                 Put::Done(etag) => {
                     if rel == CONTRACT {
                         synced.contract = etag;
+                    } else if let (true, Some(etag)) = (rel.contains("/manifest.d/"), etag) {
+                        synced.segments.insert(rel.clone(), (etag, now[rel]));
                     }
                 }
                 Put::Conflict => bail!(
@@ -323,11 +371,12 @@ impl Remote {
         for rel in gone {
             self.bucket.delete(&rel)?;
             synced.pushed.remove(&rel);
+            synced.segments.remove(&rel);
             if rel == CONTRACT {
                 synced.contract = None;
             }
         }
-        Ok(())
+        save_segments_seen(&job_dir.join(SEGMENTS_SEEN), &synced.segments)
     }
 
     /// Writes one journal record: state files first, then the record, created only if
@@ -404,9 +453,16 @@ pub(super) fn remove_if_exists(path: &Path) -> Result<()> {
     }
 }
 
-/// Empties the job's working copy, except its lock file: another process on this
-/// machine may be waiting on that very file, and a new one would be a second lock.
-fn clear_but_lock(job_dir: &Path) -> Result<()> {
+/// Writes the working copy's record of its segments.
+fn save_segments_seen(path: &Path, segments: &BTreeMap<String, (String, Stamp)>) -> Result<()> {
+    let bytes = serde_json::to_vec(segments).context("cannot encode the segment record")?;
+    write_copy(path, &bytes)
+}
+
+/// Empties the job's working copy, except `keep`: the lock file (another process on this
+/// machine may be waiting on that very file, and a new one would be a second lock) and
+/// the manifest segments that `pull` checks one by one.
+fn clear_but(job_dir: &Path, keep: &[&str]) -> Result<()> {
     let entries = match std::fs::read_dir(job_dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -414,7 +470,7 @@ fn clear_but_lock(job_dir: &Path) -> Result<()> {
     };
     for entry in entries {
         let entry = entry.with_context(|| format!("cannot list {}", job_dir.display()))?;
-        if entry.file_name() == "lock" {
+        if keep.iter().any(|k| entry.file_name() == *k) {
             continue;
         }
         let path = entry.path();
