@@ -443,6 +443,18 @@ fn of_two_processes_racing_for_a_lease_one_loads_and_the_other_exits_75() {
         stderr(&out)
     );
     assert!(data_objects(&s3, "t").is_empty());
+    let status = s3
+        .on(&w, "machine-b")
+        .args(["-t", &table, "--status", "--json"])
+        .output()
+        .unwrap();
+    let status = json(&status);
+    assert!(
+        status[0]["locked_by"]
+            .as_str()
+            .is_some_and(|h| h.contains("pid 1 on elsewhere")),
+        "--status names the live lease's holder: {status}"
+    );
 
     // An expired one (its holder crashed): taken over.
     s3.put(
@@ -825,4 +837,71 @@ fn uploads_of_a_checkpoint_never_journaled_are_aborted_by_recover() {
     assert_code(&out, 0);
     assert_same_rows(rows_in(&s3, "t"), input_rows(&[orders]), "recovered");
     assert_no_open_uploads(&s3, "after --recover");
+}
+
+/// A holder whose lease another process took (it stalled past it, say) stops before
+/// its next step instead of writing beside the new holder; the run stays recoverable.
+#[test]
+fn a_load_that_loses_its_lease_stops_and_stays_recoverable() {
+    let Some(s3) = store("table-lost-lease") else {
+        return;
+    };
+    let w = Workdir::new();
+    big_orders(&w, 200_000, &mut Rng(11));
+    let table = s3.table("t");
+    let load = s3
+        .on(&w, "machine-a")
+        .args([
+            "-t",
+            &table,
+            "-p",
+            "dt",
+            "--checkpoint-rows",
+            "2000",
+            "orders",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the load holds the lease, another process replaces it (as a taker would once
+    // it had expired).
+    let started = Instant::now();
+    while s3.get("t/_ingest/default/lease").is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the load never took its lease"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let far = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 3_600_000;
+    s3.put(
+        "t/_ingest/default/lease",
+        format!(r#"{{"holder":"pid 2 on elsewhere","expires_ms":{far}}}"#),
+    );
+    let out = load.wait_with_output().unwrap();
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("lost the job's lease"),
+        "{}",
+        stderr(&out)
+    );
+
+    // The other holder goes away: recovery finishes the run, every row once.
+    s3.delete("t/_ingest/default/lease");
+    let out = s3
+        .on(&w, "machine-b")
+        .args(["-t", &table, "--recover", "--lock-wait", "30"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert_same_rows(
+        rows_in(&s3, "t"),
+        input_rows(&[w.path("orders")]),
+        "after the lost lease",
+    );
 }
