@@ -144,6 +144,11 @@ impl Store {
         cmd
     }
 
+    /// Runs `ingest args` on "machine" `machine` (see [`Store::on`]).
+    pub fn run_on(&self, w: &Workdir, machine: &str, args: &[&str]) -> Output {
+        self.on(w, machine).args(args).output().unwrap()
+    }
+
     /// The table's URL, `s3://BUCKET/PREFIX/rel`, without a trailing slash.
     pub fn table(&self, rel: &str) -> String {
         self.url(rel)

@@ -200,11 +200,7 @@ fn a_table_in_a_bucket_loads_exactly_once_and_lives_only_in_the_bucket() {
     assert_eq!(rows_in(&s3, "t").len(), 912);
 
     // --status reads the bucket's state, from any machine, without the lease.
-    let status = s3
-        .on(&w, "machine-c")
-        .args(["-t", &table, "--status", "--json"])
-        .output()
-        .unwrap();
+    let status = s3.run_on(&w, "machine-c", &["-t", &table, "--status", "--json"]);
     assert_code(&status, 0);
     let status = json(&status);
     assert_eq!(status[0]["state"], "finished", "{status}");
@@ -327,11 +323,11 @@ fn a_load_killed_at_every_point_on_one_machine_is_finished_on_another() {
                 assert!(hit > 1, "{spec}: never reached: {}", stderr(&out));
             }
             crashes += usize::from(crashed_here);
-            let recovered = s3
-                .on(&w, "machine-b")
-                .args(["-t", &table, "--recover", "--lock-wait", "30"])
-                .output()
-                .unwrap();
+            let recovered = s3.run_on(
+                &w,
+                "machine-b",
+                &["-t", &table, "--recover", "--lock-wait", "30"],
+            );
             assert_code(&recovered, 0);
             if stderr(&recovered).contains("nothing to recover") {
                 // The crash came before the run's first record reached the bucket, or
@@ -381,11 +377,11 @@ fn an_object_already_at_a_final_key_is_never_replaced() {
     let intruder = b"someone else's object\n";
     s3.put(&format!("t/{dest}"), intruder.to_vec());
 
-    let out = s3
-        .on(&w, "machine-b")
-        .args(["-t", &table, "--recover", "--lock-wait", "30"])
-        .output()
-        .unwrap();
+    let out = s3.run_on(
+        &w,
+        "machine-b",
+        &["-t", &table, "--recover", "--lock-wait", "30"],
+    );
     assert_code(&out, 1);
     assert!(
         stderr(&out).contains("already exists") && stderr(&out).contains("left untouched"),
@@ -397,11 +393,11 @@ fn an_object_already_at_a_final_key_is_never_replaced() {
     // The refused upload stays open, named by the journal: once the intruder is moved
     // aside, the same recovery publishes the run's own file and finishes.
     s3.delete(&format!("t/{dest}"));
-    let out = s3
-        .on(&w, "machine-b")
-        .args(["-t", &table, "--recover", "--lock-wait", "30"])
-        .output()
-        .unwrap();
+    let out = s3.run_on(
+        &w,
+        "machine-b",
+        &["-t", &table, "--recover", "--lock-wait", "30"],
+    );
     assert_code(&out, 0);
     assert_same_rows(
         rows_in(&s3, "t"),
@@ -443,11 +439,7 @@ fn of_two_processes_racing_for_a_lease_one_loads_and_the_other_exits_75() {
         stderr(&out)
     );
     assert!(data_objects(&s3, "t").is_empty());
-    let status = s3
-        .on(&w, "machine-b")
-        .args(["-t", &table, "--status", "--json"])
-        .output()
-        .unwrap();
+    let status = s3.run_on(&w, "machine-b", &["-t", &table, "--status", "--json"]);
     let status = json(&status);
     assert!(
         status[0]["locked_by"]
@@ -530,11 +522,7 @@ fn an_interrupted_run_in_a_bucket_is_aborted_from_another_machine() {
     // Once the crashed holder's lease has run out, --status on a third machine shows
     // the interrupted run and what --abort would remove.
     std::thread::sleep(Duration::from_millis(1500));
-    let status = s3
-        .on(&w, "machine-c")
-        .args(["-t", &table, "--status", "--json"])
-        .output()
-        .unwrap();
+    let status = s3.run_on(&w, "machine-c", &["-t", &table, "--status", "--json"]);
     assert_code(&status, 0);
     let status = json(&status);
     assert_eq!(status[0]["state"], "interrupted", "{status}");
@@ -554,11 +542,11 @@ fn an_interrupted_run_in_a_bucket_is_aborted_from_another_machine() {
         "--abort would remove exactly the published files: {status}"
     );
     let published_rows = rows_in(&s3, "t").len();
-    let out = s3
-        .on(&w, "machine-b")
-        .args(["-t", &table, "--abort", "--lock-wait", "30", "--json"])
-        .output()
-        .unwrap();
+    let out = s3.run_on(
+        &w,
+        "machine-b",
+        &["-t", &table, "--abort", "--lock-wait", "30", "--json"],
+    );
     assert_code(&out, 0);
     let summary = json(&out);
     assert_eq!(summary["outcome"], "aborted");
@@ -701,11 +689,11 @@ fn a_file_larger_than_a_part_is_uploaded_in_parts_and_reads_back_whole() {
     let w = Workdir::new();
     big_orders(&w, 300_000, &mut Rng(7));
     let table = s3.table("t");
-    let out = s3
-        .on(&w, "machine-a")
-        .args(["-t", &table, "--checkpoint-rows", "10000000", "orders"])
-        .output()
-        .unwrap();
+    let out = s3.run_on(
+        &w,
+        "machine-a",
+        &["-t", &table, "--checkpoint-rows", "10000000", "orders"],
+    );
     assert_code(&out, 0);
     let objects: Vec<(String, u64)> = s3
         .list("t")
@@ -733,11 +721,11 @@ fn an_abort_leaves_another_writers_object_at_a_journaled_key() {
     let dest = crash_with_a_journaled_file(&s3, &w, &orders);
     let foreign = b"order_id\n1\n".to_vec();
     s3.put(&format!("t/{dest}"), foreign.clone());
-    let out = s3
-        .on(&w, "machine-b")
-        .args(["-t", &table, "--abort", "--lock-wait", "30", "--json"])
-        .output()
-        .unwrap();
+    let out = s3.run_on(
+        &w,
+        "machine-b",
+        &["-t", &table, "--abort", "--lock-wait", "30", "--json"],
+    );
     assert_code(&out, 0);
     assert_eq!(json(&out)["files_written"], 0);
     assert!(stderr(&out).contains("left alone"), "{}", stderr(&out));
@@ -795,11 +783,11 @@ fn old_journal_records_left_below_a_new_run_are_not_part_of_it() {
     for (key, bytes) in &old {
         s3.put(key, bytes.clone());
     }
-    let out = s3
-        .on(&w, "machine-b")
-        .args(["-t", &table, "--recover", "--lock-wait", "30", "--json"])
-        .output()
-        .unwrap();
+    let out = s3.run_on(
+        &w,
+        "machine-b",
+        &["-t", &table, "--recover", "--lock-wait", "30", "--json"],
+    );
     assert_code(&out, 0);
     assert_eq!(json(&out)["rows_written"], 1, "{}", stderr(&out));
     assert_eq!(rows_in(&s3, "t").len(), 2);
@@ -829,11 +817,11 @@ fn uploads_of_a_checkpoint_never_journaled_are_aborted_by_recover() {
             "the crash left no upload to clean up"
         );
     }
-    let out = s3
-        .on(&w, "machine-b")
-        .args(["-t", &table, "--recover", "--lock-wait", "30"])
-        .output()
-        .unwrap();
+    let out = s3.run_on(
+        &w,
+        "machine-b",
+        &["-t", &table, "--recover", "--lock-wait", "30"],
+    );
     assert_code(&out, 0);
     assert_same_rows(rows_in(&s3, "t"), input_rows(&[orders]), "recovered");
     assert_no_open_uploads(&s3, "after --recover");
@@ -893,11 +881,11 @@ fn a_load_that_loses_its_lease_stops_and_stays_recoverable() {
 
     // The other holder goes away: recovery finishes the run, every row once.
     s3.delete("t/_ingest/default/lease");
-    let out = s3
-        .on(&w, "machine-b")
-        .args(["-t", &table, "--recover", "--lock-wait", "30"])
-        .output()
-        .unwrap();
+    let out = s3.run_on(
+        &w,
+        "machine-b",
+        &["-t", &table, "--recover", "--lock-wait", "30"],
+    );
     assert_code(&out, 0);
     assert_same_rows(
         rows_in(&s3, "t"),
