@@ -4,9 +4,9 @@
 //!
 //! - [`Bucket::put`] with [`Mode::Create`] or [`Mode::Replace`]: `If-None-Match: *` or
 //!   `If-Match: ETAG`, so a second writer loses cleanly ([`Put::Conflict`]).
-//! - [`Bucket::upload`]: preCommit of a data file, a multipart upload whose parts are
+//! - [`Bucket::upload_all`]: preCommit of a data file, a multipart upload whose parts are
 //!   all uploaded and which is *not* completed: durable in the store, invisible to every
-//!   listing. [`Bucket::complete`] is the commit: `CompleteMultipartUpload` with
+//!   listing. [`Bucket::complete_all`] is the commit: `CompleteMultipartUpload` with
 //!   `If-None-Match: *`, so an object already at the key is never replaced.
 
 use std::io::Read;
@@ -83,7 +83,7 @@ pub enum Put {
     Conflict,
 }
 
-/// What [`Bucket::complete`] found.
+/// What [`Bucket::complete_all`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Completed {
     /// This call made the object visible.
@@ -458,8 +458,7 @@ impl Bucket {
         }
     }
 
-    /// commit of several files, concurrently ([`IN_FLIGHT`] at once): each outcome of
-    /// [`Bucket::complete`], in order.
+    /// commit of several files, concurrently ([`IN_FLIGHT`] at once): each outcome, in order.
     pub fn complete_all(&self, files: &[(&str, &Upload, u64)]) -> Result<Vec<Result<Completed>>> {
         use futures::stream::{self, StreamExt};
         let rt = runtime()?;
@@ -476,10 +475,6 @@ impl Bucket {
     /// there. Idempotent: when the object there has the upload's size and content hash,
     /// an earlier attempt published it and this one is done too. Anything else at the
     /// key is another writer's and stays untouched: an error, not a clobber.
-    pub fn complete(&self, rel: &str, upload: &Upload, size: u64) -> Result<Completed> {
-        runtime()?.block_on(self.complete_async(rel, upload, size))
-    }
-
     async fn complete_async(&self, rel: &str, upload: &Upload, size: u64) -> Result<Completed> {
         let parts = upload
             .parts
