@@ -263,6 +263,15 @@ fn other_engines_read_the_table_back_csv_and_parquet() {
         };
         let read: serde_json::Value = serde_json::from_str(&read).unwrap();
         assert_eq!(read["rows"], expected.len(), "{format}: {read}");
+        // Data objects declare the type S3 gives untyped ones, so that no store guesses
+        // (SeaweedFS would sniff CSV parts as text and gzip them at rest).
+        let types = s3
+            .check(&["types", &format!("{}/{format}", s3.prefix())])
+            .unwrap_or_default();
+        assert!(!types.trim().is_empty(), "{format}: no data objects listed");
+        for found in types.lines() {
+            assert_eq!(found, "binary/octet-stream", "{format}: {types}");
+        }
         let read_amount = read["amount"].as_f64().unwrap();
         assert!(
             (read_amount - amount).abs() < 0.01,

@@ -59,12 +59,7 @@ pub(crate) fn client(bucket: &str) -> Result<Arc<AmazonS3>> {
     if let Some(client) = clients.get(bucket) {
         return Ok(client.clone());
     }
-    let client = Arc::new(
-        builder(bucket)
-            .build()
-            .map_err(flat)
-            .with_context(|| format!("cannot configure access to bucket {bucket}"))?,
-    );
+    let client = Arc::new(configured(bucket, http::HeaderMap::new())?);
     clients.insert(bucket.to_string(), client.clone());
     Ok(client)
 }
@@ -73,16 +68,34 @@ pub(crate) fn client(bucket: &str) -> Result<Arc<AmazonS3>> {
 /// request only: completing a multipart upload that another process (or this one, before
 /// a crash) started. `object_store`'s `MultipartStore::complete_multipart` always
 /// overwrites; its conditional completion exists only for uploads whose handle lives in
-/// memory, which a recovery on another machine does not have. Default headers are part
-/// of the client's options, so the environment's client settings are copied across.
+/// memory, which a recovery on another machine does not have.
 pub(crate) fn create_only_client(bucket: &str) -> Result<AmazonS3> {
-    let from_env = builder(bucket);
-    let options = client_options(&from_env);
     let mut headers = http::HeaderMap::new();
     headers.insert(
         http::header::IF_NONE_MATCH,
         http::HeaderValue::from_static("*"),
     );
+    configured(bucket, headers)
+}
+
+/// The type every request that carries bytes declares for them (and the one S3 gives an
+/// object uploaded without one). `object_store` sends none on `UploadPart`, and a store
+/// may then guess: SeaweedFS sniffs each part, finds text in a CSV one and gzips it at
+/// rest, which cost it 2.2 times the CPU per byte of an upload it is told the type of
+/// (`bench/s3.py`; the AWS SDKs, and so pyarrow, send this type). Readers get the same
+/// bytes either way.
+const CONTENT_TYPE: &str = "binary/octet-stream";
+
+/// A client for `bucket` from the environment, whose requests carry `headers` (unless
+/// a request sets one itself) and [`CONTENT_TYPE`]. Default headers belong to the
+/// client's HTTP options, so the environment's HTTP settings are carried across.
+fn configured(bucket: &str, mut headers: http::HeaderMap) -> Result<AmazonS3> {
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(CONTENT_TYPE),
+    );
+    let from_env = builder(bucket);
+    let options = client_options(&from_env);
     from_env
         .with_client_options(options.with_default_headers(headers))
         .build()
@@ -96,10 +109,22 @@ fn client_options(from_env: &AmazonS3Builder) -> object_store::ClientOptions {
     for key in [
         ClientConfigKey::AllowHttp,
         ClientConfigKey::AllowInvalidCertificates,
+        ClientConfigKey::NoSystemCertificates,
         ClientConfigKey::ConnectTimeout,
+        ClientConfigKey::DefaultContentType,
+        ClientConfigKey::Http1Only,
+        ClientConfigKey::Http2KeepAliveInterval,
+        ClientConfigKey::Http2KeepAliveTimeout,
+        ClientConfigKey::Http2KeepAliveWhileIdle,
+        ClientConfigKey::Http2MaxFrameSize,
+        ClientConfigKey::Http2Only,
+        ClientConfigKey::PoolIdleTimeout,
+        ClientConfigKey::PoolMaxIdlePerHost,
         ClientConfigKey::ProxyUrl,
         ClientConfigKey::ProxyCaCertificate,
         ClientConfigKey::ProxyExcludes,
+        ClientConfigKey::RandomizeAddresses,
+        ClientConfigKey::ReadTimeout,
         ClientConfigKey::Timeout,
         ClientConfigKey::UserAgent,
     ] {

@@ -1,6 +1,8 @@
 """What the S3 table tests ask of the store through other clients than ingest's.
 
     s3_check.py uploads PREFIX        open multipart uploads under PREFIX, one key per line
+    s3_check.py types PREFIX          the Content-Type of each data object under PREFIX (not
+                                      under _ingest/), one per line
     s3_check.py read PREFIX FORMAT    pyarrow reads s3://BUCKET/PREFIX as a Hive-partitioned
                                       dataset: prints {"rows": N, "amount": SUM}
 
@@ -17,19 +19,31 @@ key_id = os.environ["INGEST_TEST_S3_KEY_ID"]
 secret = os.environ["INGEST_TEST_S3_SECRET"]
 
 
-def uploads(prefix):
+def boto():
     import boto3
 
-    s3 = boto3.client(
+    return boto3.client(
         "s3",
         endpoint_url=endpoint,
         aws_access_key_id=key_id,
         aws_secret_access_key=secret,
         region_name="us-east-1",
     )
+
+
+def uploads(prefix):
+    s3 = boto()
     listed = s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix)
     for upload in listed.get("Uploads", []):
         print(upload["Key"])
+
+
+def types(prefix):
+    s3 = boto()
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            if "/_ingest/" not in item["Key"]:
+                print(s3.head_object(Bucket=bucket, Key=item["Key"])["ContentType"])
 
 
 def read(prefix, fmt):
@@ -60,4 +74,4 @@ def read(prefix, fmt):
 
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
-    {"uploads": uploads, "read": read}[command](*args)
+    {"uploads": uploads, "types": types, "read": read}[command](*args)
