@@ -84,7 +84,10 @@ pub struct InputDone {
 }
 
 /// Where the source resumes: input `input`, just after `offset` decoded bytes (which hold
-/// `lines` lines and hash to `prefix_hash`). Inputs before `input` are finished.
+/// `lines` lines and hash to `prefix_hash`: the hex of their hash, or for an object's
+/// chained hash the chain at the last block boundary and the hash since,
+/// `blocks:CHAIN:PARTIAL`; see `source/content_hash.rs`). Inputs before `input` are
+/// finished.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Position {
     pub input: usize,

@@ -191,8 +191,21 @@ pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> 
             );
             return Err(Stopped { signal, detail }.into());
         }
+        let within = last
+            .map(|c| &c.position)
+            .filter(|p| p.offset > 0)
+            .and_then(|p| {
+                let input = log.started.inputs.get(p.input)?;
+                Some(format!(
+                    ", at byte {} of {} (read again from byte {})",
+                    p.offset,
+                    input.path,
+                    source::reread_from(p)
+                ))
+            })
+            .unwrap_or_default();
         messages.note(&format!(
-            "resuming run {run_id} after checkpoint {}",
+            "resuming run {run_id} after checkpoint {}{within}",
             last.map_or(0, |c| c.checkpoint)
         ));
         let inputs = &log.started.inputs;

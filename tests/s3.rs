@@ -376,6 +376,60 @@ fn a_load_from_objects_killed_at_every_checkpoint_point_recovers_exactly_once() 
     }
 }
 
+/// A resume inside a large object fetches it again from the last 4 MiB block boundary
+/// before the position (a ranged GET), not from its first byte, and still loads every
+/// row exactly once: quoted fields with commas and newlines are cut nowhere.
+#[test]
+fn a_resume_inside_a_large_object_reads_it_again_only_from_a_block_boundary() {
+    let Some(s3) = store("ranged") else {
+        return;
+    };
+    let w = Workdir::new();
+    let mut text = String::from("id,dt,amount,note\n");
+    for i in 0..100_000u32 {
+        let note = if i % 7 == 0 {
+            format!("\"row {i}, \"\"quoted\"\"\nover two lines\"")
+        } else {
+            format!("plain note for row {i} padded to a realistic width with some words to spare...........")
+        };
+        text.push_str(&format!(
+            "{i},2026-11-{:02},{}.{:02},{note}\n",
+            1 + i % 28,
+            i % 500,
+            i % 100
+        ));
+    }
+    assert!(
+        text.len() > 9 << 20,
+        "{} bytes: too few for two blocks",
+        text.len()
+    );
+    let local = w.path("big");
+    std::fs::create_dir_all(&local).unwrap();
+    std::fs::write(local.join("big.csv"), &text).unwrap();
+    s3.put("big/big.csv", text.clone());
+    let url = s3.url("big/big.csv");
+    // Four checkpoints of 15,000 rows: the fifth is cut off about 6 MB into the object.
+    let args = ["-t", "t", "-p", "dt", "--checkpoint-rows", "15000", &url];
+    let out = s3.run_failing(&w, "checkpoint.complete.after:4", &args);
+    assert!(crashed(&out), "did not crash: {}", stderr(&out));
+    let recovered = s3.run(&w, &["-t", "t", "--recover"]);
+    assert_code(&recovered, 0);
+    assert!(
+        stderr(&recovered).contains(&format!("of {url} (read again from byte {})", 4 << 20)),
+        "{}",
+        stderr(&recovered)
+    );
+    assert_same_rows(
+        table_rows(&w.path("t")),
+        input_rows(&[local]),
+        "after a ranged resume",
+    );
+    let again = s3.run(&w, &args);
+    assert_code(&again, 0);
+    assert_eq!(table_rows(&w.path("t")).len(), 100_000);
+}
+
 #[test]
 fn an_object_replaced_before_recover_is_refused_and_nothing_loads_twice() {
     let Some(s3) = store("replaced") else {

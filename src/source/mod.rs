@@ -2,6 +2,7 @@
 //! every `checkpoint_rows` records and at the end, each carrying the exact position to
 //! resume from. Its acknowledgement of barrier n is that position.
 
+mod content_hash;
 pub mod discover;
 pub mod jsonl;
 mod quotes;
@@ -27,8 +28,13 @@ pub fn hash_hex(hash: u128) -> String {
     format!("{hash:032x}")
 }
 
-fn parse_hash(hex: &str) -> Result<u128> {
-    u128::from_str_radix(hex, 16).with_context(|| format!("bad hash {hex:?} in the journal"))
+/// The byte of its input from which a resume at `position` reads again: the last block
+/// boundary before it for an object's chained hash (a ranged GET), else the first byte.
+pub fn reread_from(position: &Position) -> u64 {
+    match content_hash::ContentHash::resume(&position.prefix_hash, position.offset) {
+        Ok(Some((from, _))) => from,
+        _ => 0,
+    }
 }
 
 /// Reads the header of the first non-empty input: the table's columns for this run; for
@@ -270,13 +276,13 @@ pub fn run(
         })?;
         let identity = mapping.iter().enumerate().all(|(i, &m)| i == m);
         if index == start.input && start.offset > 0 {
-            reader.resume_at(start.offset, start.lines, parse_hash(&start.prefix_hash)?)?;
+            reader.resume_at(start.offset, start.lines, &start.prefix_hash)?;
         }
         let position = |reader: &InputReader| Position {
             input: index,
             offset: reader.offset(),
             lines: reader.lines(),
-            prefix_hash: hash_hex(reader.hash()),
+            prefix_hash: reader.position_hash(),
         };
         while reader.read_record()? {
             let bad = match reader.invalid() {

@@ -6,7 +6,9 @@
 //! stores the offset just after a record, the number of lines before it and the hash of
 //! every byte before it. Resuming reads that prefix again (decompressing if needed)
 //! without parsing it, proves with the hash that it is the same content, and starts
-//! parsing right after it. Nothing is re-parsed and skipped by count.
+//! parsing right after it. Nothing is re-parsed and skipped by count. An uncompressed
+//! object is fetched again only from the last 4 MiB block boundary before the position,
+//! its hash being chained over blocks (`content_hash.rs`).
 //!
 //! Offsets, lines and hashes are all of the *decoded* stream (what the CSV parser sees),
 //! so a `.gz` input is positioned and fingerprinted like the plain file it contains.
@@ -21,13 +23,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
-use csv_core::{ReadRecordResult, ReaderBuilder};
-use xxhash_rust::xxh3::Xxh3;
-
+use super::content_hash::ContentHash;
 use super::jsonl;
 use super::quotes::QuoteCheck;
 use crate::protocol::Fingerprint;
+use anyhow::{bail, Context, Result};
+use csv_core::{ReadRecordResult, ReaderBuilder};
 
 const CHUNK: usize = 256 * 1024;
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -36,6 +37,8 @@ const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 pub struct InputReader {
     name: String,
     inner: Box<dyn Read + Send>,
+    /// The ETag the input was opened under, for a ranged reopen at a resume.
+    etag: Option<String>,
     raw: Arc<AtomicU64>,
     buf: Vec<u8>,
     start: usize,
@@ -43,7 +46,7 @@ pub struct InputReader {
     eof: bool,
     utf8: Utf8Check,
     offset: u64,
-    hasher: Xxh3,
+    hasher: ContentHash,
     core: csv_core::Reader,
     delimiter: u8,
     fields: Vec<u8>,
@@ -99,14 +102,15 @@ impl<R: Read> Read for Counted<R> {
 }
 
 /// Opens `path` (a file, or an `s3://` object, read only if its ETag is still `etag`) as
-/// a decoded byte stream (decompressing `.gz` and `.zst`); `raw` counts the bytes read
-/// from the file.
+/// a decoded byte stream (decompressing `.gz` and `.zst`) from byte `from` of the file
+/// (0 for a compressed one); `raw` counts the bytes read from the file.
 fn open_counted(
     path: &Path,
     etag: Option<&str>,
+    from: u64,
     raw: Arc<AtomicU64>,
 ) -> Result<Box<dyn Read + Send>> {
-    let file = open_raw(path, etag)?;
+    let file = open_raw(path, etag, from)?;
     let file = Counted {
         inner: file,
         count: raw,
@@ -123,22 +127,28 @@ fn open_counted(
     }
 }
 
-fn open_raw(path: &Path, etag: Option<&str>) -> Result<Box<dyn Read + Send>> {
+fn open_raw(path: &Path, etag: Option<&str>, from: u64) -> Result<Box<dyn Read + Send>> {
     if crate::storage::url::is_url_path(path) {
-        return open_object(path, etag);
+        return open_object(path, etag, from);
     }
-    let file = File::open(path).with_context(|| format!("cannot open input {}", path.display()))?;
+    let mut file =
+        File::open(path).with_context(|| format!("cannot open input {}", path.display()))?;
+    if from > 0 {
+        use std::io::{Seek, SeekFrom};
+        file.seek(SeekFrom::Start(from))
+            .with_context(|| format!("cannot read input {}", path.display()))?;
+    }
     Ok(Box::new(file))
 }
 
 #[cfg(feature = "s3")]
-fn open_object(path: &Path, etag: Option<&str>) -> Result<Box<dyn Read + Send>> {
+fn open_object(path: &Path, etag: Option<&str>, from: u64) -> Result<Box<dyn Read + Send>> {
     let url = crate::storage::url::parse(&path.to_string_lossy())?;
-    crate::storage::s3::open(&url, etag)
+    crate::storage::s3::open(&url, etag, from)
 }
 
 #[cfg(not(feature = "s3"))]
-fn open_object(path: &Path, _etag: Option<&str>) -> Result<Box<dyn Read + Send>> {
+fn open_object(path: &Path, _etag: Option<&str>, _from: u64) -> Result<Box<dyn Read + Send>> {
     crate::storage::url::parse(&path.to_string_lossy())?;
     anyhow::bail!(crate::exit::UsageError(
         "this ingest was built without object storage (cargo feature \"s3\")".to_string()
@@ -162,7 +172,7 @@ pub fn is_compressed(path: &str) -> bool {
 
 /// Opens `path` as a decoded byte stream (gunzipping a `.gz` name).
 pub fn open_decoded(path: &Path) -> Result<Box<dyn Read + Send>> {
-    open_counted(path, None, Arc::default())
+    open_counted(path, None, 0, Arc::default())
 }
 
 /// Validates the raw input as UTF-8 chunk by chunk (SIMD), carrying a character cut by a
@@ -247,7 +257,7 @@ pub fn hash_input(path: &Path) -> Result<u128> {
 /// The hash of [`hash_input`], and the number of line feeds in the decoded bytes.
 pub fn hash_input_lines(path: &Path) -> Result<(u128, u64)> {
     let mut inner = open_decoded(path)?;
-    let mut hasher = Xxh3::new();
+    let mut hasher = ContentHash::for_input(&path.to_string_lossy());
     let mut buf = vec![0; CHUNK];
     let mut lines = 0;
     loop {
@@ -287,14 +297,15 @@ impl InputReader {
         let raw = Arc::new(AtomicU64::new(0));
         let mut reader = InputReader {
             name: path.display().to_string(),
-            inner: open_counted(path, etag, raw.clone())?,
+            inner: open_counted(path, etag, 0, raw.clone())?,
+            etag: etag.map(str::to_string),
             raw,
             buf: vec![0; CHUNK],
             start: 0,
             end: 0,
             eof: false,
             offset: 0,
-            hasher: Xxh3::new(),
+            hasher: ContentHash::for_input(&path.to_string_lossy()),
             core: ReaderBuilder::new().delimiter(delimiter).build(),
             delimiter,
             fields: vec![0; 1024],
@@ -325,6 +336,25 @@ impl InputReader {
             // The buffer was empty, so `offset` is the stream position of its first byte.
             self.utf8.check(&self.buf[..n], self.offset);
         }
+        Ok(())
+    }
+
+    /// Reads the input again from byte `from` (a block boundary; 0 for the first byte)
+    /// with `hasher` standing for the bytes before it.
+    fn reopen(&mut self, from: u64, hasher: ContentHash) -> Result<()> {
+        self.inner = open_counted(
+            Path::new(&self.name),
+            self.etag.as_deref(),
+            from,
+            self.raw.clone(),
+        )?;
+        self.raw.store(from, Ordering::Relaxed);
+        self.start = 0;
+        self.end = 0;
+        self.eof = false;
+        self.offset = from;
+        self.hasher = hasher;
+        self.utf8 = Utf8Check::default();
         Ok(())
     }
 
@@ -653,14 +683,31 @@ impl InputReader {
         &self.name
     }
 
+    /// What a position just here records of the bytes before it (`content_hash.rs`).
+    pub fn position_hash(&self) -> String {
+        self.hasher.position()
+    }
+
     /// Moves from just after the header to a recorded position, reading (never parsing)
     /// the bytes in between, and proves by their hash that the content is unchanged.
-    pub fn resume_at(&mut self, offset: u64, lines: u64, prefix_hash: u128) -> Result<()> {
+    /// `recorded` is what the position holds of the hash: for an uncompressed object's
+    /// chained hash, the object is fetched again from the last block boundary before
+    /// `offset` (a ranged GET, on the ETag the run listed), not from its first byte.
+    pub fn resume_at(&mut self, offset: u64, lines: u64, recorded: &str) -> Result<()> {
         if offset < self.offset {
             bail!(
                 "{}: resume position {offset} lies inside the header",
                 self.name
             );
+        }
+        match ContentHash::resume(recorded, offset)? {
+            Some((from, hasher)) if self.hasher.is_chained() => self.reopen(from, hasher)?,
+            // A position written before objects were hashed in blocks: the whole prefix
+            // again, under the whole hash it recorded.
+            None if self.hasher.is_chained() => {
+                self.reopen(0, ContentHash::Whole(xxhash_rust::xxh3::Xxh3::new()))?
+            }
+            _ => {}
         }
         while self.offset < offset {
             self.fill()?;
@@ -674,7 +721,7 @@ impl InputReader {
             let want = (offset - self.offset).min((self.end - self.start) as u64) as usize;
             self.consume(want);
         }
-        if self.hash() != prefix_hash {
+        if self.hasher.position() != recorded {
             bail!(
                 "input {} changed since the interrupted run began: its first {offset} bytes \
                  differ from the ones already loaded",
@@ -769,18 +816,18 @@ mod tests {
         let path = write(dir.path(), "t.csv", text);
         let mut r = InputReader::open(&path, b',').unwrap();
         assert!(r.read_record().unwrap());
-        let mut positions = vec![(r.offset(), r.lines(), r.hash())];
+        let mut positions = vec![(r.offset(), r.lines(), r.position_hash())];
         let mut all = Vec::new();
         while r.read_record().unwrap() {
             all.push(r.fields().map(|f| f.to_vec()).collect::<Vec<_>>());
-            positions.push((r.offset(), r.lines(), r.hash()));
+            positions.push((r.offset(), r.lines(), r.position_hash()));
         }
         assert_eq!(all.len(), 3);
         assert_eq!(r.hash(), hash_input(&path).unwrap());
-        for (k, &(offset, lines, hash)) in positions.iter().enumerate() {
+        for (k, (offset, lines, hash)) in positions.iter().enumerate() {
             let mut again = InputReader::open(&path, b',').unwrap();
             assert!(again.read_record().unwrap());
-            again.resume_at(offset, lines, hash).unwrap();
+            again.resume_at(*offset, *lines, hash).unwrap();
             let rest: Vec<Vec<Vec<u8>>> = std::iter::from_fn(|| {
                 again
                     .read_record()
@@ -816,7 +863,7 @@ mod tests {
                     .map(|i| r.cell(i).map(<[u8]>::to_vec))
                     .collect();
                 all.push((r.record_line(), why, cells));
-                positions.push((r.offset(), r.lines(), r.hash()));
+                positions.push((r.offset(), r.lines(), r.position_hash()));
             }
             let lines: Vec<u64> = all.iter().map(|(line, _, _)| *line).collect();
             assert_eq!(lines, [1, 3, 4, 5, 6], "{name}");
@@ -842,10 +889,10 @@ mod tests {
                 ]
             );
             assert_eq!(r.hash(), hash_input(&path).unwrap());
-            for (k, &(offset, lines, hash)) in positions.iter().enumerate() {
+            for (k, (offset, lines, hash)) in positions.iter().enumerate() {
                 let mut again = InputReader::open(&path, b',').unwrap();
                 assert!(again.read_header_record().unwrap());
-                again.resume_at(offset, lines, hash).unwrap();
+                again.resume_at(*offset, *lines, hash).unwrap();
                 let mut rest = Vec::new();
                 while again.read_record().unwrap() {
                     let why = again.invalid();
@@ -882,7 +929,7 @@ mod tests {
             probe.read_record().unwrap();
         }
         again
-            .resume_at(probe.offset(), probe.lines(), probe.hash())
+            .resume_at(probe.offset(), probe.lines(), &probe.position_hash())
             .unwrap();
         assert_eq!(records(&mut again), vec![vec!["3".to_string()]]);
         assert_eq!(again.record_line(), 5);
@@ -895,17 +942,109 @@ mod tests {
         let mut r = InputReader::open(&path, b',').unwrap();
         r.read_record().unwrap();
         r.read_record().unwrap();
-        let (offset, lines, hash) = (r.offset(), r.lines(), r.hash());
+        let (offset, lines, hash) = (r.offset(), r.lines(), r.position_hash());
         write(dir.path(), "t.csv", b"a\n9\n2\n");
         let mut again = InputReader::open(&path, b',').unwrap();
         again.read_record().unwrap();
         let err = again
-            .resume_at(offset, lines, hash)
+            .resume_at(offset, lines, &hash)
             .unwrap_err()
             .to_string();
         assert!(
             err.contains("changed since the interrupted run began"),
             "{err}"
         );
+    }
+
+    /// A reader hashing as it does an uncompressed object (chained over blocks); the
+    /// reopen at a block boundary works on a file too (a seek for the ranged GET), and a
+    /// file, unlike an object, can be changed in place to show what is read again.
+    fn chained(path: &Path) -> InputReader {
+        let mut r = InputReader::open(path, b',').unwrap();
+        assert_eq!(r.offset(), 0, "nothing consumed before the header yet");
+        r.hasher = ContentHash::for_input("s3://bucket/key.csv");
+        r
+    }
+
+    #[test]
+    fn a_chained_resume_reads_again_from_the_block_boundary_and_yields_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = b"id,note\n".to_vec();
+        let mut i = 0;
+        while text.len() < 9 << 20 {
+            let note = if i % 5 == 0 {
+                "\"a, \"\"b\"\"\nc\""
+            } else {
+                "plain"
+            };
+            text.extend_from_slice(format!("{i},{note}\n").as_bytes());
+            i += 1;
+        }
+        let path = write(dir.path(), "big.csv", &text);
+        let mut r = chained(&path);
+        let mut positions = Vec::new();
+        let mut rows = 0u64;
+        assert!(r.read_header_record().unwrap());
+        while r.read_record().unwrap() {
+            rows += 1;
+            if rows % 150_000 == 0 {
+                positions.push((rows, r.offset(), r.lines(), r.position_hash()));
+            }
+        }
+        let whole = r.hash();
+        let block = super::super::content_hash::BLOCK;
+        assert!(positions.iter().any(|p| p.1 < block));
+        assert!(positions.iter().any(|p| p.1 > block));
+        // A byte of the first block changes (an object's ETag would forbid that): only a
+        // resume that reads the first block again can see it.
+        let mut changed = text.clone();
+        changed[1000] = if changed[1000] == b'7' { b'8' } else { b'7' };
+        std::fs::write(&path, &changed).unwrap();
+        for (done, offset, lines, recorded) in positions {
+            let mut again = chained(&path);
+            assert!(again.read_header_record().unwrap());
+            let resumed = again.resume_at(offset, lines, &recorded);
+            if offset < block {
+                let err = resumed.unwrap_err().to_string();
+                assert!(err.contains("changed since the interrupted run"), "{err}");
+                continue;
+            }
+            resumed.unwrap();
+            let mut rest = 0;
+            let mut first = None;
+            while again.read_record().unwrap() {
+                first.get_or_insert_with(|| again.field(0).to_vec());
+                rest += 1;
+            }
+            assert_eq!(done + rest, rows, "resumed at {offset}");
+            assert_eq!(
+                first,
+                Some(done.to_string().into_bytes()),
+                "resumed at {offset}"
+            );
+            // The hash is the unchanged content's: the changed byte was never read.
+            assert_eq!(again.hash(), whole, "resumed at {offset}");
+        }
+        // What hash_input gives an object: the reader's hash of the same bytes.
+        let mut plain = ContentHash::for_input("s3://bucket/key.csv");
+        plain.update(&text);
+        assert_eq!(plain.digest128(), whole);
+    }
+
+    #[test]
+    fn a_position_from_before_chained_hashes_reads_an_object_again_from_its_first_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "t.csv", b"a\n1\n2\n3\n");
+        // The position an older ingest recorded: the whole hash of the prefix.
+        let mut old = InputReader::open(&path, b',').unwrap();
+        for _ in 0..3 {
+            old.read_record().unwrap();
+        }
+        let (offset, lines, recorded) = (old.offset(), old.lines(), old.position_hash());
+        assert!(!recorded.starts_with("blocks:"));
+        let mut again = chained(&path);
+        assert!(again.read_record().unwrap());
+        again.resume_at(offset, lines, &recorded).unwrap();
+        assert_eq!(records(&mut again), vec![vec!["3".to_string()]]);
     }
 }
