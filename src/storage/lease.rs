@@ -54,8 +54,13 @@ struct Holder {
 
 /// The lease time: `INGEST_LEASE_SECS`, or 30 seconds.
 pub fn lease_time() -> Duration {
-    std::env::var("INGEST_LEASE_SECS")
-        .ok()
+    lease_time_from(std::env::var("INGEST_LEASE_SECS").ok().as_deref())
+}
+
+/// The lease time a setting gives: whole seconds above zero; anything else is the default
+/// (a zero lease would expire as it is written).
+fn lease_time_from(setting: Option<&str>) -> Duration {
+    setting
         .and_then(|s| s.trim().parse::<u64>().ok())
         .filter(|&secs| secs > 0)
         .map_or(DEFAULT_LEASE, Duration::from_secs)
@@ -272,4 +277,25 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "an unknown host".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lease_time_is_whole_seconds_above_zero_else_thirty() {
+        assert_eq!(lease_time_from(Some("5")), Duration::from_secs(5));
+        assert_eq!(lease_time_from(Some(" 90 ")), Duration::from_secs(90));
+        for bad in [
+            None,
+            Some("0"),
+            Some("-3"),
+            Some("1.5"),
+            Some("soon"),
+            Some(""),
+        ] {
+            assert_eq!(lease_time_from(bad), DEFAULT_LEASE, "{bad:?}");
+        }
+    }
 }
