@@ -120,6 +120,20 @@ impl Bucket {
         })
     }
 
+    /// The table at `url`, through given clients (unit tests: `s3::test_clients`).
+    #[cfg(test)]
+    pub(crate) fn with_clients(
+        url: ObjectUrl,
+        store: Arc<AmazonS3>,
+        create_only: AmazonS3,
+    ) -> Bucket {
+        Bucket {
+            store,
+            create_only,
+            url,
+        }
+    }
+
     /// The table's URL.
     pub fn url(&self) -> &ObjectUrl {
         &self.url

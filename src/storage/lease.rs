@@ -89,8 +89,17 @@ pub struct Lease {
 impl Lease {
     /// Takes the lease of `job`, waiting up to `wait` for a live holder to let go.
     pub fn acquire(bucket: Arc<Bucket>, job: &str, wait: Option<Duration>) -> Result<Lease> {
+        Self::acquire_for(bucket, job, wait, lease_time())
+    }
+
+    /// [`Lease::acquire`] for a lease of `lease`.
+    fn acquire_for(
+        bucket: Arc<Bucket>,
+        job: &str,
+        wait: Option<Duration>,
+        lease: Duration,
+    ) -> Result<Lease> {
         let key = format!("_ingest/{job}/lease");
-        let lease = lease_time();
         let me = format!(
             "pid {} on {} since {}",
             std::process::id(),
@@ -282,6 +291,87 @@ fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::url::ObjectUrl;
+
+    /// A bucket table on the store `.ci/test` started, under a prefix of this test's own.
+    fn test_bucket(test: &str) -> Option<Arc<Bucket>> {
+        let Some((store, create_only, bucket)) = crate::storage::s3::test_clients() else {
+            eprintln!("skipped lease::{test}: no S3 store (.ci/test starts one)");
+            return None;
+        };
+        let url = ObjectUrl {
+            bucket,
+            key: format!("unit-lease-{test}-{}", std::process::id()),
+        };
+        Some(Arc::new(Bucket::with_clients(url, store, create_only)))
+    }
+
+    fn is_lock_held(result: Result<Lease>) -> bool {
+        result.is_err_and(|e| e.downcast_ref::<LockHeld>().is_some())
+    }
+
+    /// Another process's attempt, bounded: a taker that never gives up fails the test
+    /// instead of hanging it.
+    fn try_take(bucket: &Arc<Bucket>, wait: Option<Duration>) -> (bool, Duration) {
+        let (done, result) = mpsc::channel();
+        let bucket = bucket.clone();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let held = is_lock_held(Lease::acquire_for(
+                bucket,
+                "job",
+                wait,
+                Duration::from_secs(1),
+            ));
+            let _ = done.send((held, started.elapsed()));
+        });
+        result
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a taker of a live lease did not give up within 20 s")
+    }
+
+    #[test]
+    fn a_held_lease_is_renewed_past_its_time_and_keeps_others_out() {
+        let Some(bucket) = test_bucket("renewed") else {
+            return;
+        };
+        let lease = Lease::acquire_for(bucket.clone(), "job", None, Duration::from_secs(1))
+            .expect("a free lease is taken");
+        // Three and a half lease times: only renewals keep it live that long.
+        let until = Instant::now() + Duration::from_millis(3500);
+        while Instant::now() < until {
+            assert!(
+                live_holder(&bucket, "job").unwrap().is_some(),
+                "the lease lapsed while its holder ran"
+            );
+            std::thread::sleep(Duration::from_millis(150));
+        }
+        let (held, _) = try_take(&bucket, None);
+        assert!(held, "another taker got a live lease");
+        lease.check().expect("the holder still has its lease");
+        drop(lease);
+        assert!(live_holder(&bucket, "job").unwrap().is_none(), "released");
+        let again = Lease::acquire_for(bucket, "job", None, Duration::from_secs(1));
+        assert!(again.is_ok(), "a released lease is free");
+    }
+
+    #[test]
+    fn a_taker_waits_for_a_live_lease_as_long_as_told_and_no_longer() {
+        let Some(bucket) = test_bucket("waits") else {
+            return;
+        };
+        let _held = Lease::acquire_for(bucket.clone(), "job", None, Duration::from_secs(1))
+            .expect("a free lease is taken");
+        let (held, waited) = try_take(&bucket, Some(Duration::from_millis(1200)));
+        assert!(held, "the taker exits as a held lock does");
+        assert!(
+            waited >= Duration::from_millis(1200),
+            "gave up after {waited:?}"
+        );
+        assert!(waited < Duration::from_secs(5), "waited {waited:?}");
+        let (held, waited) = try_take(&bucket, None);
+        assert!(held && waited < Duration::from_secs(5), "{waited:?}");
+    }
 
     #[test]
     fn the_lease_time_is_whole_seconds_above_zero_else_thirty() {

@@ -331,6 +331,43 @@ impl Read for Download {
     }
 }
 
+/// Clients of the store `.ci/test` started, for unit tests elsewhere: the plain one and
+/// the create-only one, as [`client`] and [`create_only_client`] make them but with the
+/// test store's credentials given explicitly (a test must not set the process
+/// environment other threads read). `None` without a store.
+#[cfg(test)]
+pub(crate) fn test_clients() -> Option<(Arc<AmazonS3>, AmazonS3, String)> {
+    let endpoint = std::env::var("INGEST_TEST_S3_ENDPOINT").ok()?;
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let bucket = var("INGEST_TEST_S3_BUCKET");
+    let build = |extra: Option<(http::HeaderName, &'static str)>| {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static(CONTENT_TYPE),
+        );
+        if let Some((name, value)) = extra {
+            headers.insert(name, http::HeaderValue::from_static(value));
+        }
+        AmazonS3Builder::new()
+            .with_endpoint(&endpoint)
+            .with_region("us-east-1")
+            .with_bucket_name(&bucket)
+            .with_access_key_id(var("INGEST_TEST_S3_KEY_ID"))
+            .with_secret_access_key(var("INGEST_TEST_S3_SECRET"))
+            .with_client_options(
+                object_store::ClientOptions::new()
+                    .with_allow_http(true)
+                    .with_default_headers(headers),
+            )
+            .build()
+            .ok()
+    };
+    let store = build(None)?;
+    let create_only = build(Some((http::header::IF_NONE_MATCH, "*")))?;
+    Some((Arc::new(store), create_only, bucket))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
