@@ -356,6 +356,67 @@ mod tests {
     }
 
     #[test]
+    fn a_lease_that_cannot_be_renewed_is_lost_when_its_time_runs_out_and_not_before() {
+        // A store that refuses every connection (nothing listens on the discard port),
+        // without retries: each renewal fails at once.
+        let unreachable = || {
+            object_store::aws::AmazonS3Builder::new()
+                .with_endpoint("http://127.0.0.1:9")
+                .with_allow_http(true)
+                .with_region("us-east-1")
+                .with_bucket_name("gone")
+                .with_access_key_id("key")
+                .with_secret_access_key("secret")
+                .with_retry(object_store::RetryConfig {
+                    max_retries: 0,
+                    retry_timeout: Duration::from_secs(1),
+                    ..Default::default()
+                })
+                .build()
+                .unwrap()
+        };
+        let url = ObjectUrl {
+            bucket: "gone".into(),
+            key: "t".into(),
+        };
+        let bucket = Arc::new(Bucket::with_clients(
+            url,
+            Arc::new(unreachable()),
+            unreachable(),
+        ));
+        let started = Instant::now();
+        let lease = Lease::start(
+            bucket,
+            "_ingest/job/lease".into(),
+            "\"etag\"".into(),
+            "me".into(),
+            Duration::from_secs(1),
+        );
+        // Renewals at a third and two thirds of the lease fail: still held, as the
+        // store's copy is still live.
+        std::thread::sleep(Duration::from_millis(800));
+        lease
+            .check()
+            .expect("a failed renewal with time left is not a lost lease");
+        let lost_by = Instant::now() + Duration::from_secs(5);
+        let why = loop {
+            if let Err(e) = lease.check() {
+                break e.to_string();
+            }
+            assert!(
+                Instant::now() < lost_by,
+                "an unrenewable lease was never lost"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(started.elapsed() >= Duration::from_millis(950), "{why}");
+        assert!(
+            why.contains("could not be renewed before it ran out"),
+            "{why}"
+        );
+    }
+
+    #[test]
     fn a_taker_waits_for_a_live_lease_as_long_as_told_and_no_longer() {
         let Some(bucket) = test_bucket("waits") else {
             return;
