@@ -23,12 +23,13 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use anyhow::{bail, Context, Result};
+use csv_core::{ReadRecordResult, ReaderBuilder};
+
 use super::content_hash::ContentHash;
 use super::jsonl;
 use super::quotes::QuoteCheck;
 use crate::protocol::Fingerprint;
-use anyhow::{bail, Context, Result};
-use csv_core::{ReadRecordResult, ReaderBuilder};
 
 const CHUNK: usize = 256 * 1024;
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
