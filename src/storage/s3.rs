@@ -81,7 +81,7 @@ pub(crate) fn create_only_client(bucket: &str) -> Result<AmazonS3> {
 /// The type every request that carries bytes declares for them (and the one S3 gives an
 /// object uploaded without one). `object_store` sends none on `UploadPart`, and a store
 /// may then guess: SeaweedFS sniffs each part, finds text in a CSV one and gzips it at
-/// rest, which cost it 2.2 times the CPU per byte of an upload it is told the type of
+/// rest, which cost it about twice the CPU per byte of an upload it is told the type of
 /// (`bench/s3.py`; the AWS SDKs, and so pyarrow, send this type). Readers get the same
 /// bytes either way.
 const CONTENT_TYPE: &str = "binary/octet-stream";
