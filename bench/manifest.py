@@ -15,6 +15,14 @@ loading them into a fresh copy each time: it runs on a copy of the table). With
 `--old PATH` (an ingest built before segments, e.g. from git worktree), the same
 histories are built and measured with it too, up to the largest H it can do in
 reasonable time. Files live under --work (1,000,000 files take ~4 GB of inodes).
+
+With `--s3`, the same histories are measured as tables in a bucket: SeaweedFS started on
+127.0.0.1 by `.ci/s3-store`, each history's job state (manifest head and segments, as a
+working copy holds them) put into the bucket, and the two runs made on a fresh machine
+(an empty INGEST_WORK_DIR) each time, the case of a cron job in a new container. Besides
+time and memory it reports what the run downloaded (its read bytes, sockets included,
+less the input files) against the size of the segments: what a machine that copied the
+segments whole would have downloaded before it looked anything up.
 """
 import argparse, os, shutil, statistics, subprocess, sys, time
 
@@ -67,14 +75,114 @@ def measure(binary, table, work, history):
     return out
 
 
+def timed_io(cmd, env):
+    """(wall s, peak RSS MiB, bytes read) of cmd: the read bytes of a reaped child add
+    to its parent's /proc/PID/io, which the wrapping shell prints last."""
+    stats = "/tmp/ingest-manifest-bench.time"
+    script = '"$@" >/dev/null 2>&1 || exit 1; grep ^rchar /proc/$$/io'
+    start = time.perf_counter()
+    out = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", stats, "sh", "-c", script, "sh", *cmd],
+                         check=True, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    rchar = int(out.stdout.split()[-1])
+    return wall, int(open(stats).read().split()[-1]) / 1024, rchar
+
+
+def tree_bytes(path):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
+def measure_s3(table, work, history, n):
+    """The two runs on fresh machines against history `history` put in the bucket."""
+    import boto3
+    env_in = os.environ
+    bucket = env_in["INGEST_TEST_S3_BUCKET"]
+    client = boto3.client("s3", endpoint_url=env_in["INGEST_TEST_S3_ENDPOINT"],
+                          aws_access_key_id=env_in["INGEST_TEST_S3_KEY_ID"],
+                          aws_secret_access_key=env_in["INGEST_TEST_S3_SECRET"],
+                          region_name="us-east-1")
+    state = os.path.join(table, "_ingest")
+    segments = 0
+    fresh = os.path.join(work, "fresh")
+    make_dir(fresh, 90_000_000, 1_000)
+    loaded = os.path.join(work, "inputs", "d0000")
+    results = {"new": [], "reoffer": []}
+    for rep in range(3):
+        prefix = f"manifest-{history}-{n}-{rep}"
+        if os.path.isdir(state):
+            for d, _, fs in os.walk(state):
+                for f in fs:
+                    if f.startswith(".") or f in ("lock", "journal"):
+                        continue
+                    full = os.path.join(d, f)
+                    rel = os.path.relpath(full, table)
+                    client.upload_file(full, bucket, f"{prefix}/{rel}")
+                    if f.endswith(".seg"):
+                        segments += os.path.getsize(full) if rep == 0 else 0
+        env = dict(env_in, AWS_ENDPOINT_URL=env_in["INGEST_TEST_S3_ENDPOINT"], AWS_ALLOW_HTTP="true",
+                   AWS_REGION="us-east-1", AWS_ACCESS_KEY_ID=env_in["INGEST_TEST_S3_KEY_ID"],
+                   AWS_SECRET_ACCESS_KEY=env_in["INGEST_TEST_S3_SECRET"])
+        url = f"s3://{bucket}/{prefix}"
+        for kind, inputs in (("new", fresh), ("reoffer", loaded)):
+            if kind == "reoffer" and not history:
+                continue
+            env["INGEST_WORK_DIR"] = os.path.join(work, f"machine-{prefix}-{kind}")
+            shutil.rmtree(env["INGEST_WORK_DIR"], ignore_errors=True)
+            wall, rss, rchar = timed_io([INGEST, "-q", "-t", url, inputs], env)
+            results[kind].append((wall, rss, max(0, rchar - tree_bytes(inputs))))
+    out = {}
+    for kind, rs in results.items():
+        if rs:
+            out[kind] = (statistics.median(r[0] for r in rs), max(r[1] for r in rs),
+                         statistics.median(r[2] for r in rs))
+    return out, segments
+
+
+def main_s3(args, histories):
+    print(f"## Manifest cost against history, table in a bucket, fresh machine "
+          f"({time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, SeaweedFS on 127.0.0.1)\n")
+    print("| loaded inputs (history) | segments in the bucket MiB | new 1,000 files: s | RSS MiB | "
+          "downloaded MiB | re-offer 10,000 loaded: s | RSS MiB | downloaded MiB |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    table = os.path.join(args.work, "table-s3-history")
+    shutil.rmtree(table, ignore_errors=True)
+    loaded = 0
+    for n, history in enumerate(histories):
+        while loaded < history:
+            d = os.path.join(args.work, "inputs", f"d{loaded // PER_RUN:04d}")
+            make_dir(d, loaded, PER_RUN)
+            sh([INGEST, "-q", "-t", table, d], stdout=subprocess.DEVNULL)
+            loaded += PER_RUN
+        m, segments = measure_s3(table, args.work, history, n)
+        new = m["new"]
+        re = m.get("reoffer", (float("nan"),) * 3)
+        mib = 1024 * 1024
+        print(f"| {history:,} | {segments / mib:.1f} | {new[0]:.2f} | {new[1]:.0f} | {new[2] / mib:.2f} | "
+              f"{re[0]:.2f} | {re[1]:.0f} | {re[2] / mib:.2f} |")
+        sys.stdout.flush()
+    shutil.rmtree(table, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--histories", default="0,100000,1000000")
     ap.add_argument("--old", help="an ingest built before manifest segments, for comparison")
     ap.add_argument("--old-max", type=int, default=100_000, help="largest history built with --old")
     ap.add_argument("--work", default="/tmp/ingest-manifest-bench")
+    ap.add_argument("--s3", action="store_true", help="the table in a bucket, on fresh machines")
+    ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     histories = [int(h) for h in args.histories.split(",")]
+    if args.s3 and not args.inside:
+        sh(["cargo", "build", "--release", "--quiet", "--bin", "ingest"], cwd=ROOT)
+        # The store lives as long as this shell (.ci/s3-store stops it on exit); the
+        # measuring runs in its venv, which has boto3.
+        script = ('. .ci/s3-store && "$INGEST_TEST_S3_PYTHON" bench/manifest.py --s3 --inside '
+                  f'--histories {args.histories} --work "{args.work}"')
+        sys.exit(subprocess.run(["bash", "-c", script], cwd=ROOT).returncode)
+    if args.s3:
+        os.makedirs(args.work, exist_ok=True)
+        return main_s3(args, histories)
     sh(["cargo", "build", "--release", "--quiet", "--bin", "ingest"], cwd=ROOT)
     os.makedirs(args.work, exist_ok=True)
     builds = [("this build", INGEST, max(histories))]

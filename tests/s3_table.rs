@@ -902,3 +902,76 @@ fn a_load_that_loses_its_lease_stops_and_stays_recoverable() {
         "after the lost lease",
     );
 }
+
+#[test]
+fn a_fresh_machine_reads_the_job_history_in_the_bucket_not_a_download_of_it() {
+    let Some(s3) = store("table-paged") else {
+        return;
+    };
+    let w = Workdir::new();
+    let orders = w.fixture("orders");
+    let mut inputs: Vec<String> = walk(&orders)
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let table = s3.table("t");
+    let load = |machine: &str, inputs: &[String]| {
+        let mut args = vec!["-t", table.as_str(), "-p", "country", "--json"];
+        args.extend(inputs.iter().map(String::as_str));
+        s3.on(&w, machine).args(&args).output().unwrap()
+    };
+    assert_code(&load("machine-a", &inputs), 0);
+
+    // A machine that never saw the job: the history stays in the bucket, and its
+    // lookups still know every loaded input, by path and by content.
+    let new = w.path("new.csv");
+    let header = "order_id,dt,ts,customer,email,country,amount,currency,note";
+    let row =
+        |id: u32| format!("{id},2026-11-28,2026-11-28T01:00:00Z,Kim,k@example.com,NZ,1.50,NZD,\n");
+    std::fs::write(&new, format!("{header}\n{}{}", row(9001), row(9002))).unwrap();
+    inputs.push(new.display().to_string());
+    let out = load("machine-b", &inputs);
+    assert_code(&out, 0);
+    assert_eq!(json(&out)["rows_written"], 2, "{}", stderr(&out));
+    assert_eq!(
+        json(&out)["inputs_skipped"],
+        inputs.len() - 1,
+        "{}",
+        stderr(&out)
+    );
+    let references = walk(&w.path("machine-b"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .filter(|p| std::fs::read(p).unwrap().starts_with(b"INGESTR"))
+        .count();
+    assert!(references > 0, "machine B downloaded the history");
+    let copy = w.path("renamed.csv");
+    std::fs::copy(&new, &copy).unwrap();
+    let out = s3
+        .on(&w, "machine-c")
+        .args(["-t", &table, "-p", "country"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert_code(&out, 1);
+    assert!(stderr(&out).contains("same content as"), "{}", stderr(&out));
+
+    // Folds on the fresh machine merge what they only reference; the merged history is
+    // whole, as a third machine sees it.
+    for n in 0..3 {
+        let more = w.path(&format!("more-{n}.csv"));
+        std::fs::write(&more, format!("{header}\n{}", row(9100 + n))).unwrap();
+        inputs.push(more.display().to_string());
+        assert_code(&load("machine-b", &inputs), 0);
+    }
+    let out = load("machine-d", &inputs);
+    assert_eq!(json(&out)["outcome"], "nothing-to-load", "{}", stderr(&out));
+    let status = s3.run_on(&w, "machine-d", &["-t", &table, "--status", "--json"]);
+    assert_eq!(
+        json(&status)[0]["inputs_loaded"],
+        inputs.len(),
+        "{}",
+        stderr(&status)
+    );
+    assert_eq!(rows_in(&s3, "t").len(), 912 + 5);
+}

@@ -3,38 +3,48 @@
 //! Layout (all integers little-endian):
 //!
 //! ```text
-//! "INGESTS\x01"
+//! "INGESTS\x02"
 //! entry frames, sorted by path        (journal framing: length, CRC-32, JSON Entry)
 //! path index: count × u64             offset of each entry frame, in path order
 //! content index: count × 32 bytes     (size u64, hash u128, frame offset u64),
 //!                                     sorted by (size, hash)
 //! path filter: BLOOM_BITS_PER_ENTRY × count bits, rounded up to whole u64 words
-//! footer: path index offset u64, content index offset u64, filter offset u64,
-//!         count u64, CRC-32 of those 32 bytes u32, "INGX"
+//! size filter: as many words, of the entries' sizes
+//! footer: path index offset u64, content index offset u64, path filter offset u64,
+//!         size filter offset u64, count u64, CRC-32 of those 40 bytes u32, "INGX"
 //! ```
 //!
 //! A lookup asks the segment's Bloom filter of paths first (read once, at 1.25 bytes per
 //! entry: about 1% false positives), so a path that is not in the segment (a new input;
 //! a loaded one that lives in another segment) costs no read at all; one that may be
 //! there is a binary search through the path index with positioned reads, a few dozen
-//! small reads whatever the segment's size.
+//! small reads whatever the segment's size. The size filter does the same for the
+//! question every new input asks (could it be a copy of a loaded one?), so a run of new
+//! inputs reads nothing but the filters. Both matter most when the segment is an object
+//! read in pages (`storage/paged.rs`).
+//!
+//! Version 1 (`"INGESTS\x01"`, written before the size filter) has no size filter and a
+//! 32-byte footer body without its offset; it is read as it is, and a merge rewrites it.
 //! A segment is written whole to a temporary name, fsynced, renamed into place and its
 //! directory fsynced before the manifest's head names it, so a named segment is complete.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 
 use super::Entry;
 use crate::fsutil;
 use crate::journal::encode_frame;
+use crate::storage::{open_read_at, ReadAt};
 
-const MAGIC: &[u8; 8] = b"INGESTS\x01";
+const MAGIC: &[u8; 8] = b"INGESTS\x02";
+const MAGIC_V1: &[u8; 8] = b"INGESTS\x01";
 const TAIL: &[u8; 4] = b"INGX";
-const FOOTER: u64 = 40;
+const FOOTER: u64 = 48;
+const FOOTER_V1: u64 = 40;
 const BLOOM_BITS_PER_ENTRY: u64 = 10;
 const BLOOM_HASHES: u64 = 7;
 const CONTENT_RECORD: u64 = 32;
@@ -47,18 +57,29 @@ const SEARCH_STEPS: usize = 65;
 /// An open segment.
 #[derive(Debug)]
 pub struct Segment {
-    file: File,
+    bytes: Arc<dyn ReadAt>,
     path: PathBuf,
     count: u64,
     path_index: u64,
     content_index: u64,
     /// The path filter's words.
     filter: Vec<u64>,
+    /// The size filter's words (`None` in a version-1 segment).
+    sizes: Option<Vec<u64>>,
 }
 
 /// The filter bits a path sets (double hashing of one 128-bit hash).
 fn filter_bits(path: &str, words: u64) -> impl Iterator<Item = u64> {
     filter_bits_of(xxhash_rust::xxh3::xxh3_128(path.as_bytes()), words)
+}
+
+fn size_bits(size: u64, words: u64) -> impl Iterator<Item = u64> {
+    filter_bits_of(xxhash_rust::xxh3::xxh3_128(&size.to_le_bytes()), words)
+}
+
+/// True when every bit is set in `filter`.
+fn all_set(filter: &[u64], mut bits: impl Iterator<Item = u64>) -> bool {
+    bits.all(|bit| filter[(bit / 64) as usize] & (1 << (bit % 64)) != 0)
 }
 
 fn filter_bits_of(hash: u128, words: u64) -> impl Iterator<Item = u64> {
@@ -80,57 +101,80 @@ struct Content {
 }
 
 impl Segment {
-    /// Opens a segment and checks its footer.
+    /// Opens a segment (a file, or a reference to one in a bucket) and checks its
+    /// footer.
     pub fn open(path: &Path) -> Result<Segment> {
-        let file = File::open(path)
+        let bytes = open_read_at(path)
             .with_context(|| format!("cannot open manifest segment {}", path.display()))?;
-        let len = file
-            .metadata()
-            .with_context(|| format!("cannot stat {}", path.display()))?
-            .len();
+        Segment::over(Arc::from(bytes), path)
+    }
+
+    /// The segment in `bytes` (read from `path`, the name its messages give).
+    fn over(bytes: Arc<dyn ReadAt>, path: &Path) -> Result<Segment> {
         let damaged = || {
             format!(
                 "manifest segment {} is damaged; restore it from a backup",
                 path.display()
             )
         };
-        if len < MAGIC.len() as u64 + FOOTER {
+        let len = bytes.size().with_context(damaged)?;
+        if len < MAGIC.len() as u64 + FOOTER_V1 {
             bail!(damaged());
         }
         let mut magic = [0; 8];
-        file.read_exact_at(&mut magic, 0).with_context(damaged)?;
-        let mut footer = [0; FOOTER as usize];
-        file.read_exact_at(&mut footer, len - FOOTER)
-            .with_context(damaged)?;
-        let word =
-            |i: usize| u64::from_le_bytes(footer[i * 8..i * 8 + 8].try_into().unwrap_or_default());
-        let crc = u32::from_le_bytes(footer[32..36].try_into().unwrap_or_default());
-        if magic != *MAGIC || &footer[36..] != TAIL || crc32fast::hash(&footer[..32]) != crc {
+        bytes.read_exact_at(&mut magic, 0).with_context(damaged)?;
+        let footer_len = match &magic {
+            MAGIC => FOOTER,
+            MAGIC_V1 => FOOTER_V1,
+            _ => bail!(damaged()),
+        };
+        if len < MAGIC.len() as u64 + footer_len {
             bail!(damaged());
         }
-        let (path_index, content_index, filter_at, count) = (word(0), word(1), word(2), word(3));
+        let mut footer = vec![0; footer_len as usize];
+        bytes
+            .read_exact_at(&mut footer, len - footer_len)
+            .with_context(damaged)?;
+        let body = footer_len as usize - 8;
+        let word =
+            |i: usize| u64::from_le_bytes(footer[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+        let crc = u32::from_le_bytes(footer[body..body + 4].try_into().unwrap_or_default());
+        if &footer[body + 4..] != TAIL || crc32fast::hash(&footer[..body]) != crc {
+            bail!(damaged());
+        }
+        let (path_index, content_index, filter_at) = (word(0), word(1), word(2));
+        let (sizes_at, count) = if footer_len == FOOTER {
+            (Some(word(3)), word(4))
+        } else {
+            (None, word(3))
+        };
         let words = filter_words(count);
+        let filters_end = filter_at + 8 * words * (1 + u64::from(sizes_at.is_some()));
         let consistent = path_index >= MAGIC.len() as u64
             && content_index == path_index + 8 * count
             && filter_at == content_index + CONTENT_RECORD * count
-            && filter_at + 8 * words == len - FOOTER;
+            && sizes_at.is_none_or(|at| at == filter_at + 8 * words)
+            && filters_end == len - footer_len;
         if !consistent {
             bail!(damaged());
         }
-        let mut bytes = vec![0; 8 * words as usize];
-        file.read_exact_at(&mut bytes, filter_at)
+        let mut raw = vec![0; (filters_end - filter_at) as usize];
+        bytes
+            .read_exact_at(&mut raw, filter_at)
             .with_context(damaged)?;
-        let filter = bytes
+        let mut words_of = raw
             .chunks_exact(8)
-            .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
-            .collect();
+            .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()));
+        let filter = words_of.by_ref().take(words as usize).collect();
+        let sizes = sizes_at.map(|_| words_of.collect());
         Ok(Segment {
-            file,
+            bytes,
             path: path.to_path_buf(),
             count,
             path_index,
             content_index,
             filter,
+            sizes,
         })
     }
 
@@ -141,7 +185,7 @@ impl Segment {
 
     fn read_u64(&self, at: u64) -> Result<u64> {
         let mut word = [0; 8];
-        self.file
+        self.bytes
             .read_exact_at(&mut word, at)
             .with_context(|| format!("cannot read manifest segment {}", self.path.display()))?;
         Ok(u64::from_le_bytes(word))
@@ -159,7 +203,7 @@ impl Segment {
         }
         // One read covers header and payload of a typical entry; a longer one takes two.
         let mut frame = vec![0; ENTRY_READ.min(self.path_index - offset) as usize];
-        self.file
+        self.bytes
             .read_exact_at(&mut frame, offset)
             .with_context(damaged)?;
         let len = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]) as u64;
@@ -171,7 +215,7 @@ impl Segment {
         if frame.len() < total {
             let have = frame.len();
             frame.resize(total, 0);
-            self.file
+            self.bytes
                 .read_exact_at(&mut frame[have..], offset + have as u64)
                 .with_context(damaged)?;
         }
@@ -184,7 +228,7 @@ impl Segment {
 
     fn content_at(&self, i: u64) -> Result<Content> {
         let mut record = [0; CONTENT_RECORD as usize];
-        self.file
+        self.bytes
             .read_exact_at(&mut record, self.content_index + CONTENT_RECORD * i)
             .with_context(|| format!("cannot read manifest segment {}", self.path.display()))?;
         let mut size = [0; 8];
@@ -202,8 +246,7 @@ impl Segment {
 
     /// False when `path` is certainly not in the segment.
     fn may_hold(&self, path: &str) -> bool {
-        filter_bits(path, self.filter.len() as u64)
-            .all(|bit| self.filter[(bit / 64) as usize] & (1 << (bit % 64)) != 0)
+        all_set(&self.filter, filter_bits(path, self.filter.len() as u64))
     }
 
     /// The entry for `path`: the filter, then a binary search of the path index.
@@ -254,8 +297,13 @@ impl Segment {
         )
     }
 
-    /// True when some entry has this size.
+    /// True when some entry has this size: the size filter, then the content index.
     pub fn has_size(&self, size: u64) -> Result<bool> {
+        if let Some(sizes) = &self.sizes {
+            if !all_set(sizes, size_bits(size, sizes.len() as u64)) {
+                return Ok(false);
+            }
+        }
         let at = self.lower_bound(size, 0)?;
         Ok(at < self.count && self.content_at(at)?.size == size)
     }
@@ -277,23 +325,40 @@ impl Segment {
 
     /// Every entry, in path order, read sequentially (for a merge).
     pub fn entries(&self) -> Result<Entries> {
-        let mut file = self
-            .file
-            .try_clone()
-            .with_context(|| format!("cannot read manifest segment {}", self.path.display()))?;
-        std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(MAGIC.len() as u64))
-            .with_context(|| format!("cannot read manifest segment {}", self.path.display()))?;
+        let sequential = Sequential {
+            bytes: self.bytes.clone(),
+            at: MAGIC.len() as u64,
+            end: self.path_index,
+        };
         Ok(Entries {
-            reader: BufReader::with_capacity(256 * 1024, file),
+            reader: BufReader::with_capacity(256 * 1024, sequential),
             left: self.count,
             path: self.path.clone(),
         })
     }
 }
 
+/// Positioned reads as a `Read`, from `at` up to `end`.
+struct Sequential {
+    bytes: Arc<dyn ReadAt>,
+    at: u64,
+    end: u64,
+}
+
+impl Read for Sequential {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = (buf.len() as u64).min(self.end - self.at) as usize;
+        self.bytes
+            .read_exact_at(&mut buf[..n], self.at)
+            .map_err(std::io::Error::other)?;
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
 /// A segment's entries in path order.
 pub struct Entries {
-    reader: BufReader<File>,
+    reader: BufReader<Sequential>,
     left: u64,
     path: PathBuf,
 }
@@ -392,13 +457,21 @@ pub fn write(path: &Path, entries: impl Iterator<Item = Result<Entry>>) -> Resul
             filter[(bit / 64) as usize] |= 1 << (bit % 64);
         }
     }
-    for word in &filter {
+    let mut sizes = vec![0u64; words as usize];
+    for c in &contents {
+        for bit in size_bits(c.size, words) {
+            sizes[(bit / 64) as usize] |= 1 << (bit % 64);
+        }
+    }
+    for word in filter.iter().chain(&sizes) {
         out.write_all(&word.to_le_bytes()).with_context(fail)?;
     }
+    let sizes_at = filter_at + 8 * words;
     let mut footer = Vec::with_capacity(FOOTER as usize);
     footer.extend_from_slice(&path_index.to_le_bytes());
     footer.extend_from_slice(&content_index.to_le_bytes());
     footer.extend_from_slice(&filter_at.to_le_bytes());
+    footer.extend_from_slice(&sizes_at.to_le_bytes());
     footer.extend_from_slice(&(offsets.len() as u64).to_le_bytes());
     footer.extend_from_slice(&crc32fast::hash(&footer).to_le_bytes());
     footer.extend_from_slice(TAIL);
@@ -499,6 +572,88 @@ mod tests {
         assert!(segment.find("/a").unwrap().is_none());
         assert!(!segment.has_size(0).unwrap());
         assert_eq!(segment.entries().unwrap().count(), 0);
+    }
+
+    #[test]
+    fn absent_sizes_are_turned_away_by_the_filter_without_a_read() {
+        #[derive(Debug)]
+        struct Counted(Vec<u8>, std::sync::atomic::AtomicU64);
+        impl ReadAt for Counted {
+            fn size(&self) -> Result<u64> {
+                Ok(self.0.len() as u64)
+            }
+            fn read_exact_at(&self, buf: &mut [u8], at: u64) -> Result<()> {
+                self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                buf.copy_from_slice(&self.0[at as usize..at as usize + buf.len()]);
+                Ok(())
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.seg");
+        // Sizes as real inputs have them: nearly all different.
+        let entries: Vec<Entry> = (0..2000u64)
+            .map(|i| entry(&format!("/d/{i:08}.csv"), 1_000 + 3 * i, i as u128, "r"))
+            .collect();
+        write(&path, entries.clone().into_iter().map(Ok)).unwrap();
+        let counted = Arc::new(Counted(std::fs::read(&path).unwrap(), Default::default()));
+        let segment = Segment::over(counted.clone(), &path).unwrap();
+        let reads = || counted.1.load(std::sync::atomic::Ordering::Relaxed);
+        for e in &entries {
+            assert!(segment.has_size(e.fingerprint.size).unwrap());
+        }
+        let before = reads();
+        let sizes: std::collections::HashSet<u64> =
+            entries.iter().map(|e| e.fingerprint.size).collect();
+        let absent: Vec<u64> = (0..100_000u64)
+            .map(|i| i * 7 + 1)
+            .filter(|s| !sizes.contains(s))
+            .take(10_000)
+            .collect();
+        for size in &absent {
+            assert!(!segment.has_size(*size).unwrap());
+        }
+        // A false positive costs a binary search (~12 reads); 1% of 10,000 of them ~1,200.
+        assert!(reads() - before < 4_000, "{} reads", reads() - before);
+    }
+
+    #[test]
+    fn a_version_1_segment_is_read_as_it_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.seg");
+        let entries = sample(300);
+        write(&path, entries.clone().into_iter().map(Ok)).unwrap();
+        // The same segment as version 1 wrote it: no size filter, the shorter footer.
+        let v2 = std::fs::read(&path).unwrap();
+        let word = |i: usize| {
+            let at = v2.len() - FOOTER as usize + 8 * i;
+            u64::from_le_bytes(v2[at..at + 8].try_into().unwrap())
+        };
+        let (sizes_at, count) = (word(3), word(4));
+        let mut v1 = MAGIC_V1.to_vec();
+        v1.extend_from_slice(&v2[8..sizes_at as usize]);
+        let mut body = Vec::new();
+        for w in [word(0), word(1), word(2), count] {
+            body.extend_from_slice(&w.to_le_bytes());
+        }
+        v1.extend_from_slice(&body);
+        v1.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        v1.extend_from_slice(TAIL);
+        std::fs::write(&path, &v1).unwrap();
+        let segment = Segment::open(&path).unwrap();
+        assert!(segment.sizes.is_none());
+        assert_eq!(segment.count(), 300);
+        for e in &entries {
+            let found = segment.find(&e.fingerprint.path).unwrap().unwrap();
+            assert_eq!(found.hash, e.hash);
+            assert!(segment.has_size(e.fingerprint.size).unwrap());
+            let hash = u128::from_str_radix(&e.hash, 16).unwrap();
+            let same = segment.with_content(e.fingerprint.size, hash).unwrap();
+            assert!(same
+                .iter()
+                .any(|s| s.fingerprint.path == e.fingerprint.path));
+        }
+        assert!(!segment.has_size(u64::MAX).unwrap());
+        assert_eq!(segment.entries().unwrap().count(), 300);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! - `bucket.rs`: a table's objects: conditional writes, multipart uploads, listing.
 //! - `lease.rs`: the job lock of a table in a bucket.
 //! - `replica.rs`: the job's state in the bucket, and its local working copy.
+//! - `paged.rs`: manifest segments left in the bucket, read in pages as lookups need.
 
 use std::fmt::Debug;
 use std::path::PathBuf;
@@ -29,6 +30,8 @@ pub mod lease;
 pub mod local;
 #[cfg(feature = "s3")]
 mod object;
+#[cfg(feature = "s3")]
+pub mod paged;
 #[cfg(feature = "s3")]
 pub mod replica;
 #[cfg(feature = "s3")]
@@ -71,6 +74,49 @@ pub trait TableStore: Debug + Send + Sync {
         run: &str,
         messages: Messages,
     ) -> Result<(u64, u64)>;
+}
+
+/// Bytes readable at any offset: a local file, or an object read in pages.
+pub trait ReadAt: Debug + Send + Sync {
+    /// The length in bytes.
+    fn size(&self) -> Result<u64>;
+    /// Fills `buf` from byte `at`; short of bytes is an error.
+    fn read_exact_at(&self, buf: &mut [u8], at: u64) -> Result<()>;
+}
+
+#[derive(Debug)]
+struct LocalFile(std::fs::File);
+
+impl ReadAt for LocalFile {
+    fn size(&self) -> Result<u64> {
+        Ok(self.0.metadata()?.len())
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], at: u64) -> Result<()> {
+        Ok(std::os::unix::fs::FileExt::read_exact_at(&self.0, buf, at)?)
+    }
+}
+
+/// Opens `path` for positioned reads: the file itself, or, when it is a reference to
+/// an object that the working copy of a bucket's state left in the bucket
+/// (`paged.rs`), that object.
+pub fn open_read_at(path: &std::path::Path) -> Result<Box<dyn ReadAt>> {
+    use anyhow::Context;
+    use std::io::Read;
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut start = Vec::new();
+    (&file)
+        .take(8)
+        .read_to_end(&mut start)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    #[cfg(feature = "s3")]
+    if paged::is_reference(&start) {
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        return paged::open(path, &bytes);
+    }
+    Ok(Box::new(LocalFile(file)))
 }
 
 /// The jobs with state in the table at `url`, sorted.

@@ -32,6 +32,7 @@ use anyhow::{anyhow, bail, Context, Result};
 
 use super::bucket::{Bucket, Mode, Put};
 use super::lease::Lease;
+use super::paged;
 use super::url::ObjectUrl;
 use crate::journal;
 
@@ -58,8 +59,10 @@ const CONTRACT: &str = "_ingest/contract.json";
 /// The working copy's record of the manifest segments it holds: each one's ETag in the
 /// bucket and its local stamp when it was copied. Segments are immutable (a merge writes
 /// new names), so a segment whose ETag and stamp both still match is the bucket's, and
-/// the next command on this machine keeps it instead of downloading the job's whole
-/// history again. Local only: never copied up.
+/// the next command on this machine keeps it. A segment this machine did not write is
+/// never downloaded whole: its copy is a reference, read from the bucket in pages as
+/// lookups need them (`paged.rs`), so a machine's first command costs the inputs it is
+/// offered, not the job's history. Local only: never copied up.
 const SEGMENTS_SEEN: &str = "manifest.d/.copied";
 
 /// What the working copy holds of the bucket.
@@ -205,7 +208,7 @@ impl Remote {
         let prefix = self.job_prefix();
         let segments_prefix = format!("{prefix}/manifest.d/");
         let mut records = Vec::new();
-        for (rel, _, etag) in self.bucket.list_tagged(&prefix)? {
+        for (rel, size, etag) in self.bucket.list_tagged(&prefix)? {
             let Some(below) = rel.strip_prefix(&prefix).and_then(|r| r.strip_prefix('/')) else {
                 continue;
             };
@@ -230,6 +233,15 @@ impl Remote {
                 if let (Some(kept), Some(etag)) = (kept, &etag) {
                     synced.pushed.insert(rel.clone(), kept);
                     synced.segments.insert(rel, (etag.clone(), kept));
+                    continue;
+                }
+                if let Some(etag) = &etag {
+                    // Left in the bucket, read in pages as lookups need (`paged.rs`).
+                    let url = self.bucket.url_of(&rel);
+                    write_copy(&path, &paged::reference(&url, etag, size)?)?;
+                    let copied = stamp(&path)?;
+                    synced.segments.insert(rel.clone(), (etag.clone(), copied));
+                    synced.pushed.insert(rel, copied);
                     continue;
                 }
             }
