@@ -20,9 +20,9 @@ With `--s3`, the same histories are measured as tables in a bucket: SeaweedFS st
 127.0.0.1 by `.ci/s3-store`, each history's job state (manifest head and segments, as a
 working copy holds them) put into the bucket, and the two runs made on a fresh machine
 (an empty INGEST_WORK_DIR) each time, the case of a cron job in a new container. Besides
-time and memory it reports what the run downloaded (its read bytes, sockets included,
-less the input files) against the size of the segments: what a machine that copied the
-segments whole would have downloaded before it looked anything up.
+time and memory it reports what the run downloaded (the bytes it read from sockets, from
+an `strace` of a fourth run) against the size of the segments: what a machine that
+copied the segments whole would have downloaded before it looked anything up.
 """
 import argparse, os, shutil, statistics, subprocess, sys, time
 
@@ -75,21 +75,29 @@ def measure(binary, table, work, history):
     return out
 
 
-def timed_io(cmd, env):
-    """(wall s, peak RSS MiB, bytes read) of cmd: the read bytes of a reaped child add
-    to its parent's /proc/PID/io, which the wrapping shell prints last."""
+def timed_env(cmd, env):
+    """(wall s, peak RSS MiB) of cmd."""
     stats = "/tmp/ingest-manifest-bench.time"
-    script = '"$@" >/dev/null 2>&1 || exit 1; grep ^rchar /proc/$$/io'
     start = time.perf_counter()
-    out = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", stats, "sh", "-c", script, "sh", *cmd],
-                         check=True, capture_output=True, text=True, env=env)
+    subprocess.run(["/usr/bin/time", "-f", "%M", "-o", stats, *cmd], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     wall = time.perf_counter() - start
-    rchar = int(out.stdout.split()[-1])
-    return wall, int(open(stats).read().split()[-1]) / 1024, rchar
+    return wall, int(open(stats).read().split()[-1]) / 1024
 
 
-def tree_bytes(path):
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+def received(cmd, env):
+    """Bytes cmd read from sockets (its downloads), from an strace of its reads."""
+    trace = "/tmp/ingest-manifest-bench.strace"
+    subprocess.run(["strace", "-f", "-qq", "-y", "-e", "trace=read,recvfrom,recvmsg", "-o", trace, *cmd],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    total = 0
+    with open(trace) as f:
+        for line in f:
+            if "socket:[" in line and "= " in line:
+                tail = line.rsplit("= ", 1)[1].split()[0]
+                if tail.isdigit():
+                    total += int(tail)
+    return total
 
 
 def measure_s3(table, work, history, n):
@@ -106,8 +114,8 @@ def measure_s3(table, work, history, n):
     fresh = os.path.join(work, "fresh")
     make_dir(fresh, 90_000_000, 1_000)
     loaded = os.path.join(work, "inputs", "d0000")
-    results = {"new": [], "reoffer": []}
-    for rep in range(3):
+    results, downloads = {"new": [], "reoffer": []}, {}
+    for rep in range(4):
         prefix = f"manifest-{history}-{n}-{rep}"
         if os.path.isdir(state):
             for d, _, fs in os.walk(state):
@@ -128,13 +136,15 @@ def measure_s3(table, work, history, n):
                 continue
             env["INGEST_WORK_DIR"] = os.path.join(work, f"machine-{prefix}-{kind}")
             shutil.rmtree(env["INGEST_WORK_DIR"], ignore_errors=True)
-            wall, rss, rchar = timed_io([INGEST, "-q", "-t", url, inputs], env)
-            results[kind].append((wall, rss, max(0, rchar - tree_bytes(inputs))))
+            cmd = [INGEST, "-q", "-t", url, inputs]
+            if rep < 3:
+                results[kind].append(timed_env(cmd, env))
+            else:
+                downloads[kind] = received(cmd, env)
     out = {}
     for kind, rs in results.items():
         if rs:
-            out[kind] = (statistics.median(r[0] for r in rs), max(r[1] for r in rs),
-                         statistics.median(r[2] for r in rs))
+            out[kind] = (statistics.median(r[0] for r in rs), max(r[1] for r in rs), downloads[kind])
     return out, segments
 
 

@@ -310,6 +310,25 @@ impl RecordBatch {
         &self.data[start..self.ends[i]]
     }
 
+    /// The bytes of every stored field of record `row`, back to back (no delimiters),
+    /// and the end of each field within them: one scan of the bytes answers a question
+    /// about all of the record's stored fields at once.
+    pub fn stored_row(&self, row: usize) -> (&[u8], impl Fn(usize) -> usize + '_) {
+        let first = row * self.ncols;
+        let start = if first == 0 { 0 } else { self.ends[first - 1] };
+        let ends = &self.ends[first..first + self.ncols];
+        let end = ends.last().copied().unwrap_or(start);
+        // The stored field that holds byte `at` of the row.
+        let field_at = move |at: usize| ends.partition_point(|&e| e <= start + at);
+        (&self.data[start..end], field_at)
+    }
+
+    /// The stored field visible column `col` shows, if it is a stored one (not added by
+    /// a stage): its values are among [`RecordBatch::stored_row`]'s bytes.
+    pub fn stored_field(&self, col: usize) -> Option<usize> {
+        Some(self.stored(col)).filter(|&s| s < self.ncols)
+    }
+
     /// Field `col` of record `row`, `None` when null.
     pub fn cell(&self, row: usize, col: usize) -> Option<&[u8]> {
         self.column(col).get(row)
