@@ -171,17 +171,12 @@ impl Paged {
 /// Runs of consecutive pages in `first..end` not yet in `have`.
 fn missing_runs(have: &[bool], first: usize, end: usize) -> Vec<(usize, usize)> {
     let mut runs = Vec::new();
-    let mut page = first;
-    while page < end {
-        if have[page] {
-            page += 1;
-            continue;
+    let mut at = first;
+    for run in have[first..end].chunk_by(|a, b| a == b) {
+        if !run[0] {
+            runs.push((at, at + run.len()));
         }
-        let start = page;
-        while page < end && !have[page] {
-            page += 1;
-        }
-        runs.push((start, page));
+        at += run.len();
     }
     runs
 }
