@@ -118,9 +118,6 @@ impl Segment {
             )
         };
         let len = bytes.size().with_context(damaged)?;
-        if len < MAGIC.len() as u64 + FOOTER_V1 {
-            bail!(damaged());
-        }
         let mut magic = [0; 8];
         bytes.read_exact_at(&mut magic, 0).with_context(damaged)?;
         let footer_len = match &magic {
@@ -128,12 +125,15 @@ impl Segment {
             MAGIC_V1 => FOOTER_V1,
             _ => bail!(damaged()),
         };
-        if len < MAGIC.len() as u64 + footer_len {
+        let Some(footer_at) = len
+            .checked_sub(footer_len)
+            .filter(|&at| at >= MAGIC.len() as u64)
+        else {
             bail!(damaged());
-        }
+        };
         let mut footer = vec![0; footer_len as usize];
         bytes
-            .read_exact_at(&mut footer, len - footer_len)
+            .read_exact_at(&mut footer, footer_at)
             .with_context(damaged)?;
         let body = footer_len as usize - 8;
         let word =
@@ -154,7 +154,7 @@ impl Segment {
             && content_index == path_index + 8 * count
             && filter_at == content_index + CONTENT_RECORD * count
             && sizes_at.is_none_or(|at| at == filter_at + 8 * words)
-            && filters_end == len - footer_len;
+            && filters_end == footer_at;
         if !consistent {
             bail!(damaged());
         }
@@ -667,6 +667,19 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let err = Segment::open(&path).unwrap_err();
         assert!(format!("{err:#}").contains("is damaged"), "{err:#}");
+        // Its last byte, outside what the footer's CRC covers; a cut file; a stub.
+        bytes[n - 10] ^= 1;
+        bytes[n - 1] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(Segment::open(&path).is_err());
+        bytes[n - 1] ^= 1;
+        for cut in [n - 1, 60, 12, 3, 0] {
+            std::fs::write(&path, &bytes[..cut]).unwrap();
+            let err = Segment::open(&path).unwrap_err();
+            assert!(format!("{err:#}").contains("is damaged"), "{cut}: {err:#}");
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(Segment::open(&path).is_ok());
 
         // A flipped byte inside an entry: its frame's CRC catches it on lookup.
         write(&path, sample(50).into_iter().map(Ok)).unwrap();
