@@ -680,6 +680,30 @@ mod tests {
         }
         std::fs::write(&path, &bytes).unwrap();
         assert!(Segment::open(&path).is_ok());
+        // A footer that is whole (its CRC right) but places any part wrongly: refused.
+        for (word, delta) in [
+            (0usize, 8i64),
+            (1, 8),
+            (1, -8),
+            (2, 8),
+            (3, 8),
+            (3, -8),
+            (4, 1),
+        ] {
+            let mut bad = bytes.clone();
+            let at = n - FOOTER as usize + 8 * word;
+            let value = u64::from_le_bytes(bad[at..at + 8].try_into().unwrap());
+            bad[at..at + 8].copy_from_slice(&value.wrapping_add_signed(delta).to_le_bytes());
+            let body = n - FOOTER as usize..n - 8;
+            let crc = crc32fast::hash(&bad[body.clone()]);
+            bad[body.end..body.end + 4].copy_from_slice(&crc.to_le_bytes());
+            std::fs::write(&path, &bad).unwrap();
+            let err = Segment::open(&path).unwrap_err();
+            assert!(
+                format!("{err:#}").contains("is damaged"),
+                "word {word}: {err:#}"
+            );
+        }
 
         // A flipped byte inside an entry: its frame's CRC catches it on lookup.
         write(&path, sample(50).into_iter().map(Ok)).unwrap();
