@@ -32,6 +32,9 @@ use crate::signals;
 
 /// The lease time unless `INGEST_LEASE_SECS` sets another.
 const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// Races for the lease lost in a row before taking it is given up (each lost race is
+/// followed by a read that finds the winner's lease: one or two are normal).
+const LOST_RACES: u32 = 20;
 
 /// The holder of `job`'s lease if it is live, as the exit-75 message names it.
 pub fn live_holder(bucket: &Bucket, job: &str) -> Result<Option<String>> {
@@ -113,9 +116,12 @@ impl Lease {
             })
         };
         let deadline = Instant::now() + wait.unwrap_or_default();
-        // Bounded: each turn either takes the lease, sleeps toward the deadline, or
-        // lost a race that someone else won (and then finds a live lease next turn).
-        for _ in 0..100_000 {
+        // Bounded: each turn either takes the lease, sleeps toward the deadline (which
+        // ends the waiting turns), or lost a race that someone else won and then finds a
+        // live lease next turn. Races lost one after another without ever seeing that
+        // lease mean a store that answers GET and conditional PUT inconsistently.
+        let mut lost = 0;
+        while lost < LOST_RACES {
             let taken = match bucket.get(&key)? {
                 None => bucket.put(&key, body(&me)?, Mode::Create)?,
                 Some((bytes, etag)) => {
@@ -159,9 +165,12 @@ impl Lease {
                     bucket.url_of(&key)
                 ));
             }
+            lost += 1;
         }
         Err(anyhow!(
-            "could not take the lease {} after many attempts",
+            "could not take the lease {}: {LOST_RACES} conditional writes in a row lost to \
+             a lease that reading it never showed; the store does not answer reads and \
+             conditional writes consistently",
             bucket.url_of(&key)
         ))
     }
