@@ -35,7 +35,7 @@ use crate::failpoint;
 use crate::fsutil;
 use crate::journal::{self, Journal, Record, RunLog};
 use crate::manifest::Manifest;
-use crate::options::Mode;
+use crate::options::{Mode, TableFormat};
 use crate::report::{Messages, Summary};
 use crate::run::{self, lock_job};
 use crate::sink::pending;
@@ -258,6 +258,16 @@ fn remove_published(layout: &JobLayout, log: &RunLog, messages: Messages) -> Res
         .store
         .discard_unjournaled(&log.started.run_id, last)?;
     let files: Vec<_> = log.checkpoints.iter().flat_map(|c| &c.files).collect();
+    if log.started.options.table_format == TableFormat::Delta {
+        // Out of the table in one Delta commit; the files themselves stay for readers
+        // of older versions until a VACUUM, as for every Delta delete.
+        let (files_out, rows_out) = crate::table::uncommit_in_log(layout, &files)?;
+        let rejects: Vec<_> = files.into_iter().filter(|f| f.is_rejects()).collect();
+        let (n, _) = layout
+            .store
+            .unpublish(layout, &rejects, &log.started.run_id, messages)?;
+        return Ok((files_out + n, rows_out));
+    }
     layout
         .store
         .unpublish(layout, &files, &log.started.run_id, messages)

@@ -44,13 +44,12 @@ use std::sync::Arc;
 use anyhow::{bail, Result};
 
 use crate::failpoint;
-use crate::journal::{Checkpoint, Journal, Record};
-use crate::options::Mode;
+use crate::journal::{Checkpoint, Journal, Record, RunStarted};
 use crate::progress::Counters;
 use crate::protocol::{Ack, Flushed, InputDone, Position, SnapshotRef};
 use crate::sink;
 use crate::stage;
-use crate::table::JobLayout;
+use crate::table::{self, JobLayout};
 
 #[derive(Default)]
 struct Partial {
@@ -65,7 +64,7 @@ pub struct Coordinator<'a> {
     journal: &'a mut Journal,
     layout: &'a JobLayout,
     columns: Vec<String>,
-    mode: Mode,
+    run: &'a RunStarted,
     participants: usize,
     partial: BTreeMap<u64, Partial>,
     finished: bool,
@@ -79,7 +78,7 @@ impl<'a> Coordinator<'a> {
         journal: &'a mut Journal,
         layout: &'a JobLayout,
         columns: Vec<String>,
-        mode: Mode,
+        run: &'a RunStarted,
         stages: usize,
         counters: Arc<Counters>,
     ) -> Self {
@@ -87,7 +86,7 @@ impl<'a> Coordinator<'a> {
             journal,
             layout,
             columns,
-            mode,
+            run,
             participants: stages + 2,
             partial: BTreeMap::new(),
             finished: false,
@@ -155,7 +154,7 @@ impl<'a> Coordinator<'a> {
             rejects,
             last,
         };
-        complete_and_commit(self.journal, self.layout, checkpoint, self.mode)?;
+        complete_and_commit(self.journal, self.layout, checkpoint, self.run)?;
         self.finished = last;
         self.last_committed = Some(n);
         self.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
@@ -168,23 +167,25 @@ fn complete_and_commit(
     journal: &mut Journal,
     layout: &JobLayout,
     checkpoint: Checkpoint,
-    mode: Mode,
+    run: &RunStarted,
 ) -> Result<()> {
     failpoint::hit("checkpoint.complete.before");
     journal.append(&Record::CheckpointComplete(checkpoint.clone()))?;
     failpoint::hit("checkpoint.complete.after");
-    commit(journal, layout, &checkpoint, mode)
+    commit(journal, layout, &checkpoint, run)
 }
 
-/// Steps 3 and 4: publish a completed checkpoint and journal it. Idempotent, so that
-/// recovery runs the very same code.
+/// Steps 3 and 4: publish a completed checkpoint (for a Delta table, and commit it to
+/// the table's log: `table/delta/mod.rs`) and journal it. Idempotent, so that recovery
+/// runs the very same code.
 pub fn commit(
     journal: &mut Journal,
     layout: &JobLayout,
     checkpoint: &Checkpoint,
-    mode: Mode,
+    run: &RunStarted,
 ) -> Result<()> {
-    sink::publish(layout, checkpoint, mode)?;
+    sink::publish(layout, checkpoint, run.options.mode)?;
+    table::commit_in_log(layout, run, checkpoint)?;
     journal.append(&Record::Committed {
         checkpoint: checkpoint.checkpoint,
     })?;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-use crate::options::{Compression, Format, Mode, ProgressMode};
+use crate::options::{Compression, Format, Mode, ProgressMode, TableFormat};
 
 /// Rows between checkpoints when `--checkpoint-rows` is not given.
 pub const DEFAULT_CHECKPOINT_ROWS: u64 = 1_000_000;
@@ -78,9 +78,15 @@ pub struct Cli {
     #[arg(short = 'p', long, value_name = "COL[,COL...]", value_delimiter = ',')]
     pub partition_by: Vec<String>,
 
-    /// Output file format [default: csv]
+    /// Output file format [default: csv; parquet for a Delta table]
     #[arg(long, value_enum)]
     pub format: Option<Format>,
+
+    /// The table's layout: plain Hive partition directories, or a Delta Lake table
+    /// (Parquet files named by a transaction log in _delta_log/, one commit per
+    /// checkpoint) [default: hive]
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub table_format: Option<TableFormat>,
 
     /// Compress data files: .csv.gz, .jsonl.zst, …; Parquet inside the file [default: none; zstd for parquet]
     #[arg(long, value_enum)]
@@ -215,6 +221,12 @@ pub struct Cli {
     #[arg(long)]
     pub reload: bool,
 
+    /// Keep only share I of N of the inputs (0 <= I < N), by a stable hash of each
+    /// input's path or key: N machines given the same inputs, each its own --job, load
+    /// disjoint shares that together are every input
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+
     /// Job name: each job has its own journal, manifest and lock under TABLE/_ingest/
     /// [default: default; --status and --recover without it act on every job]
     #[arg(long, value_name = "NAME")]
@@ -230,8 +242,10 @@ pub struct Cli {
 }
 
 /// Flags that only make sense for a load.
-const LOAD_ONLY: [&str; 25] = [
+const LOAD_ONLY: [&str; 27] = [
     "compression",
+    "shard",
+    "table_format",
     "mode",
     "target_file_size",
     "inputs",

@@ -11,7 +11,7 @@ use crate::cli::{Cli, DEFAULT_CHECKPOINT_ROWS};
 use crate::exit::UsageError;
 use crate::jobfile::{self, JobFile, SchemaSpec};
 use crate::options::Compression;
-use crate::options::{Format, Mode, ProgressMode};
+use crate::options::{Format, Mode, ProgressMode, TableFormat};
 use crate::schema::ColumnType;
 use crate::stage::spec::StageSpec;
 
@@ -57,6 +57,8 @@ pub struct LoadConfig {
     pub inputs: Vec<PathBuf>,
     pub reload: bool,
     pub dry_run: bool,
+    /// `--shard`: only this share of the inputs.
+    pub shard: Option<crate::shard::Shard>,
     /// How this load may change the table's contract.
     pub evolve: crate::contract::Evolve,
     pub options: RunOptions,
@@ -70,6 +72,9 @@ pub struct RunOptions {
     pub partition_by: Vec<String>,
     pub checkpoint_rows: u64,
     pub format: Format,
+    /// Hive directories, or a Delta Lake table.
+    #[serde(default)]
+    pub table_format: TableFormat,
     /// Bad rows allowed into the rejects before the run fails (0: fail at the first).
     #[serde(default)]
     pub max_errors: u64,
@@ -274,7 +279,23 @@ impl Command {
                 "no inputs: give them on the command line or as `inputs` in the job file",
             ));
         }
-        let format = cli.format.or(file.format).unwrap_or(Format::Csv);
+        let table_format = cli.table_format.or(file.table_format).unwrap_or_default();
+        let format = match (table_format, cli.format.or(file.format)) {
+            (TableFormat::Delta, Some(format @ (Format::Csv | Format::Jsonl))) => {
+                return Err(usage(format!(
+                    "--format {}: a Delta table's data files are Parquet; leave --format out or \
+                     give --format parquet",
+                    crate::contract::name(&format)
+                )))
+            }
+            (TableFormat::Delta, _) => Format::Parquet,
+            (TableFormat::Hive, chosen) => chosen.unwrap_or(Format::Csv),
+        };
+        if table_format == TableFormat::Delta && !cfg!(feature = "delta") {
+            return Err(usage(
+                "--table-format delta: this ingest was built without the `delta` feature",
+            ));
+        }
         if format == Format::Parquet && !cfg!(feature = "parquet") {
             return Err(usage(
                 "--format parquet: this ingest was built without the `parquet` feature",
@@ -321,6 +342,20 @@ impl Command {
                  an object store cannot swap a partition's files at once; use --mode append"
             )));
         }
+        if table_format == TableFormat::Delta {
+            if let Some(url) = &common.remote {
+                return Err(usage(format!(
+                    "--table-format delta is not supported yet for a table in a bucket ({url}); \
+                     a Delta table can be a local or shared directory"
+                )));
+            }
+            if cli.evolve.or(file.evolve) == Some(crate::contract::Evolve::AddColumns) {
+                return Err(usage(
+                    "--evolve add-columns is not supported yet for a Delta table: its schema \
+                     is fixed by its first load",
+                ));
+            }
+        }
         let mut stages = file.stages.clone();
         if !file.dedupe_key.is_empty() {
             stages.push(StageSpec::Dedupe {
@@ -359,6 +394,10 @@ impl Command {
             inputs,
             reload: cli.reload,
             dry_run: cli.dry_run,
+            shard: match &cli.shard {
+                Some(text) => Some(crate::shard::Shard::parse(text).map_err(usage)?),
+                None => None,
+            },
             evolve: cli.evolve.or(file.evolve).unwrap_or_default(),
             options: RunOptions {
                 delimiter,
@@ -368,6 +407,7 @@ impl Command {
                     .or(file.checkpoint_rows)
                     .unwrap_or(DEFAULT_CHECKPOINT_ROWS),
                 format,
+                table_format,
                 max_errors: cli.max_errors.or(file.max_errors).unwrap_or(0),
                 schema: file.schema,
                 stages,

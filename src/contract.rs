@@ -30,6 +30,7 @@ use crate::config::RunOptions;
 use crate::fsutil;
 use crate::options::Compression;
 use crate::options::Format;
+use crate::options::TableFormat;
 use crate::schema::{Column, Schema};
 
 const VERSION: u32 = 1;
@@ -52,6 +53,10 @@ pub struct Contract {
     pub columns: Vec<Column>,
     pub partition_by: Vec<String>,
     pub format: Format,
+    /// Hive directories or a Delta table (contracts recorded before Delta tables existed
+    /// are Hive's).
+    #[serde(default, skip_serializing_if = "is_hive")]
+    pub table_format: TableFormat,
     pub compression: Compression,
     /// The field delimiter of CSV output files; `None` for other formats.
     pub csv_delimiter: Option<char>,
@@ -64,6 +69,7 @@ impl Contract {
             columns: schema.columns.clone(),
             partition_by: options.partition_by.clone(),
             format: options.format,
+            table_format: options.table_format,
             compression: options.compression,
             csv_delimiter: (options.format == Format::Csv).then_some(','),
         }
@@ -71,7 +77,11 @@ impl Contract {
 
     fn describe(&self) -> String {
         let mut text = format!(
-            "{}, compression {}",
+            "{}{}, compression {}",
+            match self.table_format {
+                TableFormat::Hive => "",
+                TableFormat::Delta => "a Delta table of ",
+            },
             name(&self.format),
             name(&self.compression)
         );
@@ -93,11 +103,15 @@ impl Contract {
 }
 
 /// An option's name as users write it (`csv`, `zstd`): its serde name.
-fn name<T: Serialize>(value: &T) -> String {
+pub fn name<T: Serialize>(value: &T) -> String {
     match serde_json::to_value(value) {
         Ok(serde_json::Value::String(s)) => s,
         _ => "?".to_string(),
     }
+}
+
+fn is_hive(format: &TableFormat) -> bool {
+    *format == TableFormat::Hive
 }
 
 /// The contract as stored, with who recorded it.

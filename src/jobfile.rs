@@ -148,6 +148,7 @@ pub struct JobFile {
     pub checkpoint_rows: Option<u64>,
     pub max_errors: Option<u64>,
     pub format: Option<Format>,
+    pub table_format: Option<crate::options::TableFormat>,
     pub compression: Option<crate::options::Compression>,
     pub target_file_size: Option<String>,
     pub mode: Option<crate::options::Mode>,

@@ -83,6 +83,10 @@ pub struct RunStarted {
     /// it again when the table is left without data.
     #[serde(default)]
     pub contract_recorded: bool,
+    /// A Delta table: the job's last transaction version in the table when the run
+    /// began; checkpoint n commits as version base + n (`table/delta/mod.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_txn_base: Option<i64>,
 }
 
 /// Everything a completed checkpoint promises, enough to commit it from the journal alone.

@@ -56,6 +56,7 @@ pub mod recover;
 pub mod report;
 pub mod run;
 pub mod schema;
+pub mod shard;
 pub mod signals;
 pub mod sink;
 pub mod source;

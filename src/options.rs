@@ -27,6 +27,19 @@ pub enum Format {
     Parquet,
 }
 
+/// How a table is laid out, and what makes its files visible.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum TableFormat {
+    /// Files in COL=VALUE directories: a file is in the table once it has its name
+    #[default]
+    Hive,
+    /// A Delta Lake table: a file is in the table once the log in _delta_log/ names it
+    Delta,
+}
+
 /// Write modes.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, serde::Serialize, serde::Deserialize,

@@ -190,7 +190,7 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
             journal,
             spec.layout,
             spec.columns.clone(),
-            spec.run.options.mode,
+            spec.run,
             nstages,
             spec.counters.clone(),
         );

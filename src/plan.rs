@@ -32,6 +32,12 @@ pub struct Plan {
 pub fn plan(cfg: &LoadConfig, manifest: &Manifest) -> Result<Plan> {
     let mut plan = Plan::default();
     for fingerprint in discover::discover(&cfg.inputs, &cfg.common.table)? {
+        if cfg
+            .shard
+            .is_some_and(|shard| !shard.keeps(&fingerprint.path))
+        {
+            continue;
+        }
         if cfg.reload {
             plan.new.push(fingerprint);
             continue;

@@ -147,7 +147,7 @@ pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> 
     let run_id = log.started.run_id.clone();
 
     for completed in log.uncommitted() {
-        checkpoint::commit(&mut journal, &layout, completed, log.started.options.mode)?;
+        checkpoint::commit(&mut journal, &layout, completed, &log.started)?;
     }
     let last = log.last_checkpoint();
     let mut rows_here = 0;

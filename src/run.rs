@@ -15,7 +15,7 @@ use crate::failpoint;
 use crate::fsutil::{self, LockError};
 use crate::journal::{self, Journal, Record, RunLog, RunStarted};
 use crate::manifest::Manifest;
-use crate::options::Mode;
+use crate::options::{Mode, TableFormat};
 use crate::pipeline;
 use crate::plan::{dry_run, json_types, plan};
 use crate::progress::Progress;
@@ -234,9 +234,12 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         options,
         inputs: plan.new,
         contract_recorded: false,
+        delta_txn_base: None,
     };
     let schema = pipeline::validate(&layout, &run, &columns)?;
-    if run.options.mode == Mode::OverwritePartitions {
+    if run.options.mode == Mode::OverwritePartitions
+        && run.options.table_format == TableFormat::Hive
+    {
         overwrite::check_supported(&layout)?;
     }
     if let Some(signal) = signals::requested() {
@@ -268,6 +271,11 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
             schema.names().join(", ")
         ));
     }
+    if run.options.table_format == TableFormat::Delta {
+        // The Delta log holds the table's schema, which every Delta reader checks:
+        // created by the first load, compared by every later one, before a row is read.
+        run.delta_txn_base = Some(delta_begin(&layout, &schema, &run.options.partition_by)?);
+    }
     let mut journal = Journal::create(&layout, &run)?;
     made.keep();
     failpoint::hit("run.started.after");
@@ -295,6 +303,20 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         Summary::from_log("loaded", &common.job, &log, started.elapsed()).with_rate(rows_here);
     summary.inputs_skipped = skipped;
     after_signal(summary, common)
+}
+
+#[cfg(feature = "delta")]
+fn delta_begin(
+    layout: &JobLayout,
+    schema: &crate::schema::Schema,
+    partition_by: &[String],
+) -> Result<i64> {
+    crate::table::delta::begin(layout, schema, partition_by)
+}
+
+#[cfg(not(feature = "delta"))]
+fn delta_begin(_: &JobLayout, _: &crate::schema::Schema, _: &[String]) -> Result<i64> {
+    bail!("this ingest was built without the `delta` feature")
 }
 
 /// The directories a load made for a table or job that did not exist, removed again (with
@@ -409,7 +431,7 @@ pub fn finish(
         .log
         .context("the journal lost its run")?;
     if before.started.options.mode == Mode::OverwritePartitions {
-        overwrite::replace_partitions(layout, journal, &before)?;
+        crate::table::replace_partitions(layout, journal, &before)?;
     }
     failpoint::hit("run.finished.before");
     let rows_written = before.checkpoints.iter().map(|c| c.rows_written).sum();

@@ -35,6 +35,12 @@ pub struct JobStatus {
     /// What `--abort` would do (the files it would remove, each named); empty when there
     /// is nothing to abort.
     pub abort_would: Vec<String>,
+    /// A Delta table: its log's current version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delta_version: Option<u64>,
+    /// A Delta table: the job's last transaction version in it (app id `ingest:JOB`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delta_txn_version: Option<i64>,
 }
 
 /// Who holds the job's lock, if anyone (a shared lock probe: it never waits).
@@ -75,7 +81,15 @@ fn job_status(layout: &JobLayout) -> Result<JobStatus> {
         inputs_loaded: manifest.len(),
         recover_would: Vec::new(),
         abort_would: Vec::new(),
+        delta_version: None,
+        delta_txn_version: None,
     };
+    if layout.remote.is_none() {
+        if let Some(delta) = crate::table::delta_status(layout)? {
+            status.delta_version = Some(delta.0);
+            status.delta_txn_version = delta.1;
+        }
+    }
     let Some(log) = replay.log else {
         return Ok(status);
     };
@@ -155,7 +169,15 @@ fn recovery_plan(log: &RunLog, torn: u64) -> Vec<String> {
             log.started.inputs.len()
         )),
     }
-    if overwrite {
+    if overwrite && log.started.options.table_format == crate::options::TableFormat::Delta {
+        steps.push(if log.exchanged {
+            "finish the run (the replacing commit is in the Delta log)".into()
+        } else {
+            "replace the partitions the run wrote to in one Delta commit (unless the job's \
+             transaction version shows it made)"
+                .into()
+        });
+    } else if overwrite {
         steps.push(match (&log.exchange, log.exchanged) {
             (_, true) => "remove the old content of the replaced partitions".into(),
             (Some(swaps), false) => format!(
@@ -270,6 +292,17 @@ fn show(common: &Common, statuses: &[JobStatus], table: &str) -> Result<()> {
             "  inputs: {} of {} in this run read to the end; {} loaded by finished runs",
             s.run_inputs_done, s.run_inputs, s.inputs_loaded
         )?;
+        if let Some(version) = s.delta_version {
+            let txn = s
+                .delta_txn_version
+                .map_or("none yet".to_string(), |v| v.to_string());
+            writeln!(
+                out,
+                "  delta: table version {version}; this job's last transaction version {txn} \
+                 (app id ingest:{})",
+                s.job
+            )?;
+        }
         if s.recover_would.is_empty() {
             writeln!(out, "  --recover would: nothing")?;
         } else {

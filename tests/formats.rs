@@ -186,65 +186,13 @@ fn zstd_inputs_and_outputs_round_trip() {
     assert_eq!(rows, 300);
 }
 
-/// Every committed Parquet row as text (typed values in the cast stage's canonical
-/// spelling), with partition columns from the path.
+/// Every committed Parquet row as text, with partition columns from the path.
 #[cfg(feature = "parquet")]
 fn parquet_rows(table: &Path) -> Vec<Row> {
-    use arrow_array::cast::AsArray;
-    use arrow_array::types::{
-        Date32Type, Decimal128Type, Float64Type, Int64Type, TimestampMicrosecondType,
-    };
-    use arrow_array::Array;
-    use arrow_schema::DataType;
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
     let mut rows = Vec::new();
     for (path, partition) in data_files(table) {
         assert!(path.extension().is_some_and(|e| e == "parquet"), "{path:?}");
-        let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap())
-            .unwrap()
-            .build()
-            .unwrap();
-        for batch in reader {
-            let batch = batch.unwrap();
-            for row in 0..batch.num_rows() {
-                let mut out = partition.clone();
-                for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
-                    let text = if column.is_null(row) {
-                        String::new()
-                    } else {
-                        match column.data_type() {
-                            DataType::Utf8 => column.as_string::<i32>().value(row).to_string(),
-                            DataType::Int64 => {
-                                column.as_primitive::<Int64Type>().value(row).to_string()
-                            }
-                            DataType::Float64 => {
-                                column.as_primitive::<Float64Type>().value(row).to_string()
-                            }
-                            DataType::Boolean => column.as_boolean().value(row).to_string(),
-                            DataType::Decimal128(_, scale) => {
-                                let m = column.as_primitive::<Decimal128Type>().value(row);
-                                rust_decimal::Decimal::from_i128_with_scale(m, *scale as u32)
-                                    .to_string()
-                            }
-                            DataType::Date32 => {
-                                let days = column.as_primitive::<Date32Type>().value(row);
-                                (jiff::civil::date(1970, 1, 1) + jiff::Span::new().days(days))
-                                    .to_string()
-                            }
-                            DataType::Timestamp(_, _) => {
-                                let us =
-                                    column.as_primitive::<TimestampMicrosecondType>().value(row);
-                                jiff::Timestamp::from_microsecond(us).unwrap().to_string()
-                            }
-                            other => panic!("unexpected Parquet type {other}"),
-                        }
-                    };
-                    out.insert(field.name().clone(), text);
-                }
-                rows.push(out);
-            }
-        }
+        rows.extend(parquet_file_rows(&path, &partition));
     }
     rows
 }

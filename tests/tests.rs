@@ -8,6 +8,8 @@ mod contract;
 mod crash;
 mod csv_edges;
 mod dedupe_scope;
+#[cfg(feature = "delta")]
+mod delta;
 mod duplicates;
 mod durability;
 mod errors;
@@ -25,5 +27,6 @@ mod s3;
 #[cfg(feature = "s3")]
 mod s3_table;
 mod scripting;
+mod shard;
 mod stages;
 mod symlinks;

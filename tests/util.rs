@@ -307,11 +307,21 @@ fn listed_fail_points() -> Vec<String> {
         .collect()
 }
 
-/// Every fail point a load or a recovery can reach (all but `--abort`'s own).
+/// Every fail point a load or a recovery of a Hive table can reach (all but `--abort`'s
+/// own and a Delta table's commit's).
 pub fn all_fail_points() -> Vec<String> {
     listed_fail_points()
         .into_iter()
-        .filter(|p| !p.starts_with("abort."))
+        .filter(|p| !p.starts_with("abort.") && !p.starts_with("delta."))
+        .collect()
+}
+
+#[cfg(feature = "delta")]
+/// The fail points of a Delta table's commit.
+pub fn delta_fail_points() -> Vec<String> {
+    listed_fail_points()
+        .into_iter()
+        .filter(|p| p.starts_with("delta."))
         .collect()
 }
 
@@ -442,4 +452,63 @@ pub fn crash_matrix<T>(
         }
     }
     crashes
+}
+
+/// The rows of one Parquet file as text (typed values in the cast stage's canonical
+/// spelling), each with the columns of `partition` added.
+#[cfg(feature = "parquet")]
+pub fn parquet_file_rows(path: &Path, partition: &Row) -> Vec<Row> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{
+        Date32Type, Decimal128Type, Float64Type, Int64Type, TimestampMicrosecondType,
+    };
+    use arrow_array::Array;
+    use arrow_schema::DataType;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    let mut rows = Vec::new();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap())
+        .unwrap()
+        .build()
+        .unwrap();
+    for batch in reader {
+        let batch = batch.unwrap();
+        for row in 0..batch.num_rows() {
+            let mut out = partition.clone();
+            for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+                let text = if column.is_null(row) {
+                    String::new()
+                } else {
+                    match column.data_type() {
+                        DataType::Utf8 => column.as_string::<i32>().value(row).to_string(),
+                        DataType::Int64 => {
+                            column.as_primitive::<Int64Type>().value(row).to_string()
+                        }
+                        DataType::Float64 => {
+                            column.as_primitive::<Float64Type>().value(row).to_string()
+                        }
+                        DataType::Boolean => column.as_boolean().value(row).to_string(),
+                        DataType::Decimal128(_, scale) => {
+                            let m = column.as_primitive::<Decimal128Type>().value(row);
+                            rust_decimal::Decimal::from_i128_with_scale(m, *scale as u32)
+                                .to_string()
+                        }
+                        DataType::Date32 => {
+                            let days = column.as_primitive::<Date32Type>().value(row);
+                            (jiff::civil::date(1970, 1, 1) + jiff::Span::new().days(days))
+                                .to_string()
+                        }
+                        DataType::Timestamp(_, _) => {
+                            let us = column.as_primitive::<TimestampMicrosecondType>().value(row);
+                            jiff::Timestamp::from_microsecond(us).unwrap().to_string()
+                        }
+                        other => panic!("unexpected Parquet type {other}"),
+                    }
+                };
+                out.insert(field.name().clone(), text);
+            }
+            rows.push(out);
+        }
+    }
+    rows
 }

@@ -191,7 +191,9 @@ impl Write for Out {
 pub enum Encoder {
     /// Boxed: the CSV writer's state is ten times the size of a `BufWriter`.
     Csv(Box<CsvOut>),
-    Json(BufWriter<Out>),
+    /// Boxed too: with the compression crates' features that delta-rs turns on, an
+    /// `Out` is larger than the other variants' boxes.
+    Json(Box<BufWriter<Out>>),
     #[cfg(feature = "parquet")]
     Parquet(Box<super::parquet::ParquetPart>),
 }
@@ -206,7 +208,7 @@ impl Encoder {
     ) -> Result<Encoder> {
         let out = Out::new(file, compression)?;
         Ok(match format {
-            Format::Jsonl => Encoder::Json(BufWriter::with_capacity(buffer, out)),
+            Format::Jsonl => Encoder::Json(Box::new(BufWriter::with_capacity(buffer, out))),
             _ => Encoder::Csv(Box::new(CsvOut {
                 out,
                 buf: Vec::with_capacity(buffer),
@@ -333,7 +335,7 @@ impl Encoder {
                 out.write_all(&buf)?;
                 out
             }
-            Encoder::Json(w) => w
+            Encoder::Json(w) => (*w)
                 .into_inner()
                 .map_err(|e| anyhow::Error::new(e.into_error()))?,
             #[cfg(feature = "parquet")]

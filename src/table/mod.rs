@@ -20,9 +20,102 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 
 use crate::config::Common;
+use crate::journal::{Checkpoint, RunStarted};
+use crate::options::{Mode, TableFormat};
+use crate::protocol::StagedFile;
 use crate::storage::local::LocalTable;
 use crate::storage::url::ObjectUrl;
 use crate::storage::{Remote, TableStore};
+
+#[cfg(feature = "delta")]
+pub mod delta;
+
+/// commit, after a checkpoint's files are published under their names: whatever else
+/// makes them part of the table. A Hive table needs nothing more; a Delta table needs
+/// the commit in its log that names them.
+pub fn commit_in_log(layout: &JobLayout, run: &RunStarted, checkpoint: &Checkpoint) -> Result<()> {
+    match (run.options.table_format, run.options.mode) {
+        (TableFormat::Hive, _) => Ok(()),
+        (TableFormat::Delta, Mode::Append) => delta_commit(layout, run, checkpoint),
+        // The data files wait in staging for the one commit that replaces the
+        // partitions when the run finishes (`replace_partitions`).
+        (TableFormat::Delta, Mode::OverwritePartitions) => Ok(()),
+    }
+}
+
+/// `--mode overwrite-partitions`, once the run's last checkpoint is committed: replaces
+/// every partition the run wrote to, atomically (Hive: one directory exchange per
+/// partition, `sink/overwrite.rs`; Delta: one commit for the whole table).
+pub fn replace_partitions(
+    layout: &JobLayout,
+    journal: &mut crate::journal::Journal,
+    log: &crate::journal::RunLog,
+) -> Result<()> {
+    match log.started.options.table_format {
+        TableFormat::Hive => crate::sink::overwrite::replace_partitions(layout, journal, log),
+        TableFormat::Delta => delta_replace(layout, journal, log),
+    }
+}
+
+#[cfg(feature = "delta")]
+fn delta_replace(
+    layout: &JobLayout,
+    journal: &mut crate::journal::Journal,
+    log: &crate::journal::RunLog,
+) -> Result<()> {
+    delta::replace_partitions(layout, journal, log)
+}
+
+#[cfg(not(feature = "delta"))]
+fn delta_replace(
+    layout: &JobLayout,
+    _: &mut crate::journal::Journal,
+    _: &crate::journal::RunLog,
+) -> Result<()> {
+    delta_commit_unsupported(layout)
+}
+
+/// A Delta table's log version and the job's last transaction version; `None` for a
+/// table without a Delta log.
+pub fn delta_status(layout: &JobLayout) -> Result<Option<(u64, Option<i64>)>> {
+    #[cfg(feature = "delta")]
+    return Ok(delta::status(layout)?.map(|s| (s.version, s.txn)));
+    #[cfg(not(feature = "delta"))]
+    {
+        let _ = layout;
+        Ok(None)
+    }
+}
+
+/// `--abort` of a Delta table's run: removes the run's data files from the table's
+/// current version in one commit; returns (files, rows) removed.
+#[cfg(feature = "delta")]
+pub fn uncommit_in_log(layout: &JobLayout, files: &[&StagedFile]) -> Result<(u64, u64)> {
+    delta::uncommit(layout, files)
+}
+
+#[cfg(not(feature = "delta"))]
+pub fn uncommit_in_log(layout: &JobLayout, _: &[&StagedFile]) -> Result<(u64, u64)> {
+    delta_commit_unsupported(layout)
+}
+
+#[cfg(feature = "delta")]
+fn delta_commit(layout: &JobLayout, run: &RunStarted, checkpoint: &Checkpoint) -> Result<()> {
+    delta::commit(layout, run, checkpoint)
+}
+
+#[cfg(not(feature = "delta"))]
+fn delta_commit(layout: &JobLayout, _: &RunStarted, _: &Checkpoint) -> Result<()> {
+    delta_commit_unsupported(layout)
+}
+
+#[cfg(not(feature = "delta"))]
+fn delta_commit_unsupported<T>(layout: &JobLayout) -> Result<T> {
+    anyhow::bail!(
+        "{} is a Delta table, and this ingest was built without the `delta` feature",
+        layout.table_name()
+    )
+}
 
 /// The paths of one job inside one table.
 ///

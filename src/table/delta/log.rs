@@ -1,0 +1,350 @@
+//! The Delta log through delta-rs: open or create a table, read the job's transaction
+//! version, commit a checkpoint's files, and make what delta-rs wrote durable.
+//!
+//! delta-rs is async; its futures run here on a runtime of their own, so no async code
+//! reaches the pipeline's threads. delta-rs writes a local table's log through
+//! `object_store`'s file system store, which never fsyncs: every log file this process
+//! acts on is settled (`fsutil::settle`) before the journal relies on it.
+
+use std::future::IntoFuture;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+use anyhow::{anyhow, Context, Result};
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake::kernel::{Action, Add, StructField, Transaction};
+use deltalake::operations::create::CreateBuilder;
+use deltalake::protocol::{DeltaOperation, SaveMode};
+use deltalake::{DeltaTable, DeltaTableBuilder};
+use tokio::runtime::Runtime;
+
+use crate::fsutil;
+use crate::table::JobLayout;
+
+/// Commits lost to other writers in a row before a commit gives up: each loss means
+/// another writer's commit landed first, so the table moves on; the run then stops
+/// and `--recover` commits again.
+const MAX_RETRIES: usize = 100;
+
+/// The log's directory inside a table.
+const LOG_DIR: &str = "_delta_log";
+
+fn runtime() -> Result<&'static Runtime> {
+    static RUNTIME: OnceLock<std::result::Result<Runtime, String>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| anyhow!("cannot start the Delta client: {e}"))
+}
+
+/// A Delta table's log, loaded at its latest version.
+pub struct Log {
+    table: DeltaTable,
+    /// The log's local directory.
+    dir: PathBuf,
+    name: String,
+}
+
+/// The table's Delta version and the job's last transaction version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status {
+    pub version: u64,
+    pub txn: Option<i64>,
+}
+
+fn location(layout: &JobLayout) -> Result<(url::Url, PathBuf)> {
+    let dir = layout.table.canonicalize().with_context(|| {
+        format!(
+            "cannot resolve the table directory {}",
+            layout.table.display()
+        )
+    })?;
+    let url = url::Url::from_directory_path(&dir)
+        .map_err(|()| anyhow!("{} cannot be named by a URL", dir.display()))?;
+    Ok((url, dir.join(LOG_DIR)))
+}
+
+/// Opens the table's log; a table without one is an error.
+pub fn open(layout: &JobLayout) -> Result<Log> {
+    try_open(layout)?.ok_or_else(|| anyhow!("{} has no Delta log", layout.table_name()))
+}
+
+/// Opens the table's log, if it has one: a `_delta_log/` holding at least one commit
+/// (a crash while the first load created the table can leave it empty).
+fn try_open(layout: &JobLayout) -> Result<Option<Log>> {
+    let (url, dir) = location(layout)?;
+    if !has_commits(&dir)? {
+        return Ok(None);
+    }
+    let name = layout.table_name();
+    let table = runtime()?
+        .block_on(async { DeltaTableBuilder::from_url(url)?.load().await })
+        .with_context(|| format!("cannot read the Delta log of {name}"))?;
+    Ok(Some(Log { table, dir, name }))
+}
+
+fn has_commits(dir: &std::path::Path) -> Result<bool> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    };
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(".json") && name[..name.len() - 5].bytes().all(|b| b.is_ascii_digit())
+            || name.ends_with(".checkpoint.parquet")
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Opens the table's log, or creates the table with `fields` partitioned by
+/// `partition_by` (version 0, settled) when it has none. Of two processes creating it at
+/// once, one wins and the other opens what the winner made.
+pub fn open_or_create(
+    layout: &JobLayout,
+    fields: &[StructField],
+    partition_by: &[String],
+) -> Result<Log> {
+    if let Some(log) = try_open(layout)? {
+        return Ok(log);
+    }
+    let (url, dir) = location(layout)?;
+    let name = layout.table_name();
+    let created = runtime()?.block_on(
+        CreateBuilder::new()
+            .with_location(url.as_str())
+            .with_columns(fields.iter().cloned())
+            .with_partition_columns(partition_by.iter().cloned())
+            .with_save_mode(SaveMode::ErrorIfExists)
+            .into_future(),
+    );
+    match created {
+        Ok(table) => {
+            let log = Log { table, dir, name };
+            log.settle_version(0)?;
+            Ok(log)
+        }
+        // Another process created it first: what it made is checked like any table.
+        Err(e) => match try_open(layout)? {
+            Some(log) => Ok(log),
+            None => Err(e).with_context(|| format!("cannot create the Delta table {name}")),
+        },
+    }
+}
+
+/// Partition values in a canonical order, to compare two files' partitions.
+fn sorted(
+    values: &std::collections::HashMap<String, Option<String>>,
+) -> Vec<(String, Option<String>)> {
+    let mut pairs: Vec<_> = values.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    pairs.sort();
+    pairs
+}
+
+/// The table's version and the job's transaction version, if the table has a log.
+pub fn status(layout: &JobLayout) -> Result<Option<Status>> {
+    let Some(log) = try_open(layout)? else {
+        return Ok(None);
+    };
+    Ok(Some(Status {
+        version: log.version(),
+        txn: log.txn_version(&super::app_id(&layout.job))?,
+    }))
+}
+
+impl Log {
+    /// The version this log was loaded at.
+    pub fn version(&self) -> u64 {
+        self.table.version().unwrap_or(0)
+    }
+
+    /// The table's fields, partition columns included.
+    pub fn schema(&self) -> Result<Vec<StructField>> {
+        Ok(self.state()?.schema().fields().cloned().collect())
+    }
+
+    /// The table's partition columns, in order.
+    pub fn partition_columns(&self) -> Result<Vec<String>> {
+        Ok(self.state()?.metadata().partition_columns().to_vec())
+    }
+
+    /// The last transaction version of app `app` in the table, if it has one.
+    pub fn txn_version(&self, app: &str) -> Result<Option<i64>> {
+        let state = self.state()?;
+        let store = self.table.log_store();
+        runtime()?
+            .block_on(state.transaction_version(store.as_ref(), app))
+            .with_context(|| format!("cannot read the Delta transactions of {}", self.name))
+    }
+
+    /// One commit: `adds` and `txn { app, version }`, retried past other writers'
+    /// commits as the Delta protocol says. Returns the log version it got.
+    pub fn commit_adds(
+        &mut self,
+        adds: Vec<Add>,
+        app: &str,
+        version: i64,
+        partition_by: &[String],
+    ) -> Result<u64> {
+        let operation = DeltaOperation::Write {
+            mode: SaveMode::Append,
+            partition_by: (!partition_by.is_empty()).then(|| partition_by.to_vec()),
+            predicate: None,
+        };
+        let actions = adds.into_iter().map(Action::Add).collect();
+        self.commit(actions, operation, Some(Transaction::new(app, version)))
+    }
+
+    /// The commit of an overwrite: removes every file of the partitions that `adds` go
+    /// to (by their partition values), adds them, and `txn { app, version }`.
+    pub fn commit_overwrite(
+        &mut self,
+        adds: Vec<Add>,
+        app: &str,
+        version: i64,
+        partition_by: &[String],
+    ) -> Result<u64> {
+        let touched: std::collections::HashSet<Vec<(String, Option<String>)>> =
+            adds.iter().map(|a| sorted(&a.partition_values)).collect();
+        let mut actions: Vec<Action> = self
+            .state()?
+            .log_data()
+            .iter()
+            .filter(|f| touched.contains(&sorted(&f.partition_values_map())))
+            .map(|f| Action::Remove(f.remove_action(true)))
+            .collect();
+        actions.extend(adds.into_iter().map(Action::Add));
+        let operation = DeltaOperation::Write {
+            mode: SaveMode::Overwrite,
+            partition_by: (!partition_by.is_empty()).then(|| partition_by.to_vec()),
+            predicate: None,
+        };
+        self.commit(actions, operation, Some(Transaction::new(app, version)))
+    }
+
+    /// Writes `actions` (and `txn`) as the log's next version, after settling what is
+    /// there (see [`Log::settle_log`]); delta-rs retries past other writers' commits
+    /// that do not conflict with it. Returns the version it got.
+    fn commit(
+        &mut self,
+        actions: Vec<Action>,
+        operation: DeltaOperation,
+        txn: Option<Transaction>,
+    ) -> Result<u64> {
+        self.settle_log()?;
+        let mut properties = CommitProperties::default().with_max_retries(MAX_RETRIES);
+        if let Some(txn) = &txn {
+            properties = properties.with_application_transaction(txn.clone());
+        }
+        let state = self.state()?;
+        let committed = runtime()?
+            .block_on(
+                CommitBuilder::from(properties)
+                    .with_actions(actions)
+                    .build(Some(state), self.table.log_store(), operation)
+                    .into_future(),
+            )
+            .with_context(|| match &txn {
+                Some(t) => format!(
+                    "cannot commit to the Delta log of {} (txn {} {})",
+                    self.name, t.app_id, t.version
+                ),
+                None => format!("cannot commit to the Delta log of {}", self.name),
+            })?;
+        Ok(committed.version)
+    }
+
+    /// Makes log version `version` durable with its name, and the checkpoint delta-rs
+    /// may have written with it.
+    pub fn settle_version(&self, version: u64) -> Result<()> {
+        fsutil::settle(&self.dir.join(format!("{version:020}.json")))?;
+        fsutil::settle(&self.dir.join(format!("{version:020}.checkpoint.parquet")))?;
+        fsutil::settle(&self.dir.join("_last_checkpoint"))?;
+        fsutil::settle(&self.dir)
+    }
+
+    /// Makes every log file this process has not made durable yet durable, with its
+    /// name: a commit found in the log may have been written by a process that crashed
+    /// before fsyncing it (delta-rs never does). Done before trusting a commit found
+    /// there, and before writing a commit on top of the log: a commit made durable over
+    /// one that a power cut can still take away would leave a gap in the versions, which
+    /// no reader can read past. The first call in a process settles the whole log; later
+    /// ones only what appeared since.
+    pub fn settle_log(&self) -> Result<()> {
+        static SETTLED: Mutex<Option<(PathBuf, u64)>> = Mutex::new(None);
+        let mut settled = SETTLED
+            .lock()
+            .map_err(|_| anyhow!("the Delta log's settle record is poisoned"))?;
+        let through = settled
+            .as_ref()
+            .filter(|(dir, _)| *dir == self.dir)
+            .map(|(_, v)| *v);
+        let entries = std::fs::read_dir(&self.dir)
+            .with_context(|| format!("cannot list {}", self.dir.display()))?;
+        let mut newest = through;
+        for entry in entries {
+            let entry = entry.with_context(|| format!("cannot list {}", self.dir.display()))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            // NNN.json and NNN.checkpoint.parquet: by version; _last_checkpoint always.
+            let version = name.split('.').next().and_then(|v| v.parse::<u64>().ok());
+            let is_log_file = version.is_some() || name == "_last_checkpoint";
+            if !is_log_file || version.is_some_and(|v| through.is_some_and(|t| v <= t)) {
+                continue;
+            }
+            if entry.file_type().is_ok_and(|t| t.is_file()) {
+                fsutil::settle(&entry.path())?;
+            }
+            newest = newest.max(version);
+        }
+        fsutil::settle(&self.dir)?;
+        if let Some(newest) = newest {
+            *settled = Some((self.dir.clone(), newest));
+        }
+        Ok(())
+    }
+
+    fn state(&self) -> Result<&deltalake::table::state::DeltaTableState> {
+        self.table
+            .snapshot()
+            .with_context(|| format!("the Delta table {} has no snapshot", self.name))
+    }
+}
+
+impl Log {
+    /// Removes from the table, in one commit, those files of `paths` (table-relative)
+    /// that its current version has; returns how many and their rows. A repeat finds
+    /// none and commits nothing.
+    pub fn commit_removes(
+        &mut self,
+        paths: &std::collections::HashSet<String>,
+    ) -> Result<(u64, u64)> {
+        let state = self.state()?;
+        let mut actions = Vec::new();
+        let mut rows = 0;
+        for file in state.log_data().iter() {
+            if paths.contains(file.path().as_ref()) {
+                rows += file.num_records().unwrap_or(0) as u64;
+                actions.push(Action::Remove(file.remove_action(true)));
+            }
+        }
+        if actions.is_empty() {
+            return Ok((0, 0));
+        }
+        let files = actions.len() as u64;
+        let operation = DeltaOperation::Delete { predicate: None };
+        let committed = self.commit(actions, operation, None)?;
+        self.settle_version(committed)?;
+        Ok((files, rows))
+    }
+}

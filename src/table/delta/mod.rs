@@ -1,0 +1,212 @@
+//! A Delta Lake table (`--table-format delta`): the same two-phase commit, with the
+//! Delta log as the thing that makes files visible.
+//!
+//! A Hive table's file is in the table once it has its name; a Delta table's file is in
+//! the table once a commit in `_delta_log/` names it. So a checkpoint's Parquet files are
+//! staged and made durable as for a Hive table, published under their partition paths
+//! (still invisible: no commit names them), and then one Delta commit adds them all:
+//!
+//! ```text
+//! preCommit   staged files fsynced                                  (sink, coordinator)
+//! decide      CheckpointComplete(n) fsynced in the job's journal    (the commit point)
+//! commit      1. rename each file under TABLE/COL=VALUE/ + fsync    (invisible to readers)
+//!             2. _delta_log/V.json: add every file, and
+//!                txn { appId: "ingest:JOB", version: base + n }     (visible, all at once)
+//!             3. fsync V.json and _delta_log/
+//!             4. Committed(n) in the journal
+//! ```
+//!
+//! # Why a replayed commit is never applied twice
+//! `base` is the job's last transaction version in the table when the run began (0 for
+//! a job that never committed), journaled in `RunStarted`, so checkpoint n of the run is
+//! always version `base + n`, whichever process commits it. Before committing, the
+//! current snapshot's version for the app id is read: at or past `base + n`, the commit
+//! happened (a crash came between steps 2 and 4) and is not made again. Delta's
+//! optimistic concurrency does the rest: another writer's commit at the same log version
+//! makes ours retry at the next one, after checking that the other commit did not touch
+//! what ours relies on; a concurrent commit of the same app id fails ours, and the run
+//! stops (`--recover` then finds the version there and goes on).
+//!
+//! # Failure cases beyond the Hive table's
+//! - *Crash after step 1*: the files are in partition directories, named by no commit;
+//!   readers of the Delta log never list directories. Recovery publishes again (the
+//!   files are there: done) and commits.
+//! - *Crash inside step 2*: delta-rs creates `V.json` only if absent, whole, so the log
+//!   holds the commit or does not.
+//! - *Crash between 2 and 3*: the process that goes on reads a commit nobody fsynced;
+//!   acting on it (journaling `Committed(n)`) and then losing power would lose the rows
+//!   while the journal says they are in. So a commit found already made is settled
+//!   (fsynced with its directory) before it is trusted (`checkpoint.rs`, case 6).
+//!
+//! What recovery needs (the source position, input fingerprints, stage snapshots) stays
+//! in the job's journal under `TABLE/_ingest/`, which Delta readers never list.
+
+mod actions;
+mod log;
+mod schema;
+
+use anyhow::{bail, Result};
+
+use crate::failpoint;
+use crate::journal::{Checkpoint, Journal, Record, RunLog, RunStarted};
+use crate::protocol::StagedFile;
+use crate::schema::Schema;
+use crate::table::JobLayout;
+
+pub use log::Status;
+
+/// The app id of a job's transactions in the Delta log.
+pub fn app_id(job: &str) -> String {
+    format!("ingest:{job}")
+}
+
+/// The transaction version of checkpoint `checkpoint` of a run whose base is `base`.
+pub fn txn_version(base: i64, checkpoint: u64) -> Result<i64> {
+    i64::try_from(checkpoint)
+        .ok()
+        .and_then(|n| base.checked_add(n))
+        .ok_or_else(|| anyhow::anyhow!("checkpoint {checkpoint} is past the Delta txn versions"))
+}
+
+/// Before a run's journal exists: creates the table with the load's schema and
+/// partition columns, or checks that the table's agree, and returns the run's txn base
+/// (the job's last transaction version, 0 if it has none).
+pub fn begin(layout: &JobLayout, schema: &Schema, partition_by: &[String]) -> Result<i64> {
+    let wanted = schema::fields(schema)?;
+    let table = log::open_or_create(layout, &wanted, partition_by)?;
+    schema::check(
+        &table.schema()?,
+        &table.partition_columns()?,
+        &wanted,
+        partition_by,
+    )
+    .map_err(|e| anyhow::anyhow!("{}: {e}", layout.table_name()))?;
+    Ok(table.txn_version(&app_id(&layout.job))?.unwrap_or(0))
+}
+
+/// commit, step 2 and 3: the Delta commit that makes checkpoint `checkpoint` of `run`
+/// visible, unless it was made before. Idempotent, so recovery runs the same code.
+pub fn commit(layout: &JobLayout, run: &RunStarted, checkpoint: &Checkpoint) -> Result<()> {
+    let Some(base) = run.delta_txn_base else {
+        bail!(
+            "run {} of a Delta table has no transaction base in its journal",
+            run.run_id
+        );
+    };
+    let version = txn_version(base, checkpoint.checkpoint)?;
+    let app = app_id(&layout.job);
+    let mut table = log::open(layout)?;
+    if table.txn_version(&app)?.is_some_and(|done| done >= version) {
+        // Made before a crash, maybe never fsynced: settle it before trusting it.
+        table.settle_log()?;
+        return Ok(());
+    }
+    let adds = actions::adds(checkpoint, &run.options.partition_by, &table.schema()?)?;
+    failpoint::hit("delta.commit.before");
+    let committed = table.commit_adds(adds, &app, version, &run.options.partition_by)?;
+    failpoint::hit("delta.commit.written");
+    table.settle_version(committed)?;
+    failpoint::hit("delta.commit.after");
+    Ok(())
+}
+
+/// `--mode overwrite-partitions`, once the run's last checkpoint is committed: one
+/// commit that removes every file of the partitions the run wrote to and adds the run's
+/// files, with the txn of the run's last checkpoint. Readers see the old table or the
+/// new one.
+///
+/// 1. Journal `Exchange` (with no directories: the log is what changes), so that from
+///    here `--abort` refuses (undoing a commit that already removed the old files would
+///    lose them) and `--recover` finishes.
+/// 2. Publish every data file of the run under its partition path (invisible).
+/// 3. The commit, unless the job's version is already there (a crash after it); a
+///    commit by another writer in between makes delta-rs check for a conflict: appends
+///    to the partitions being replaced are one, and the run stops, for `--recover` to
+///    replace them again from a newer version.
+/// 4. Journal `Exchanged`.
+pub fn replace_partitions(layout: &JobLayout, journal: &mut Journal, log: &RunLog) -> Result<()> {
+    if log.exchanged {
+        return Ok(());
+    }
+    if log.exchange.is_none() {
+        journal.append(&Record::Exchange {
+            partitions: Vec::new(),
+        })?;
+    }
+    let run = &log.started;
+    let Some(base) = run.delta_txn_base else {
+        bail!(
+            "run {} of a Delta table has no transaction base in its journal",
+            run.run_id
+        );
+    };
+    let last = log
+        .checkpoints
+        .iter()
+        .map(|c| c.checkpoint)
+        .max()
+        .unwrap_or(0);
+    let version = txn_version(base, last)?;
+    let app = app_id(&layout.job);
+    let mut table = log::open(layout)?;
+    if table.txn_version(&app)?.is_some_and(|done| done >= version) {
+        table.settle_log()?;
+    } else {
+        let fields = table.schema()?;
+        let mut adds = Vec::new();
+        for checkpoint in &log.checkpoints {
+            let data: Vec<&StagedFile> = checkpoint
+                .files
+                .iter()
+                .filter(|f| !f.is_rejects())
+                .collect();
+            layout.store.publish(layout, checkpoint.checkpoint, &data)?;
+            adds.extend(actions::adds(
+                checkpoint,
+                &run.options.partition_by,
+                &fields,
+            )?);
+        }
+        failpoint::hit("delta.commit.before");
+        let committed = table.commit_overwrite(adds, &app, version, &run.options.partition_by)?;
+        failpoint::hit("delta.commit.written");
+        table.settle_version(committed)?;
+        failpoint::hit("delta.commit.after");
+    }
+    journal.append(&Record::Exchanged)
+}
+
+/// `--abort`: removes the run's data files (`files`, as its journal names them) from
+/// the table's current version in one commit; returns (files, rows) removed. A repeat
+/// after a crash finds them gone and commits nothing.
+pub fn uncommit(layout: &JobLayout, files: &[&StagedFile]) -> Result<(u64, u64)> {
+    if !layout.table.join("_delta_log").is_dir() {
+        return Ok((0, 0));
+    }
+    let paths = files
+        .iter()
+        .filter(|f| !f.is_rejects())
+        .map(|f| f.dest.clone())
+        .collect();
+    log::open(layout)?.commit_removes(&paths)
+}
+
+/// The table's Delta version and the job's last transaction version, if the table has
+/// a Delta log.
+pub fn status(layout: &JobLayout) -> Result<Option<Status>> {
+    log::status(layout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoints_map_to_versions_after_the_base() {
+        assert_eq!(txn_version(0, 1).unwrap(), 1);
+        assert_eq!(txn_version(41, 3).unwrap(), 44);
+        assert!(txn_version(i64::MAX, 1).is_err());
+        assert!(txn_version(0, u64::MAX).is_err());
+        assert_eq!(app_id("nightly"), "ingest:nightly");
+    }
+}

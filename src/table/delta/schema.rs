@@ -1,0 +1,167 @@
+//! The Delta schema of a load: each column's type as Delta names it, and the check that
+//! a table's schema and partition columns are the load's (the table contract of a Delta
+//! table lives in its log, where every Delta reader finds it).
+
+use anyhow::Result;
+use deltalake::kernel::{DataType, StructField};
+
+use crate::schema::{ColumnType, Schema};
+
+/// The load's columns (partition columns included, in order) as Delta fields. Every
+/// field is nullable: an empty CSV field or a JSON null is a null.
+pub fn fields(schema: &Schema) -> Result<Vec<StructField>> {
+    schema
+        .columns
+        .iter()
+        .map(|c| Ok(StructField::new(c.name.clone(), data_type(c.ty)?, true)))
+        .collect()
+}
+
+/// The Delta type of a column: the type its Parquet data has (`sink/parquet.rs`).
+fn data_type(ty: ColumnType) -> Result<DataType> {
+    Ok(match ty {
+        ColumnType::String | ColumnType::Json => DataType::STRING,
+        ColumnType::Int => DataType::LONG,
+        ColumnType::Float => DataType::DOUBLE,
+        ColumnType::Decimal { precision, scale } => DataType::decimal(precision, scale)
+            .map_err(|e| anyhow::anyhow!("decimal({precision},{scale}) in a Delta table: {e}"))?,
+        ColumnType::Bool => DataType::BOOLEAN,
+        ColumnType::Date => DataType::DATE,
+        ColumnType::Timestamp => DataType::TIMESTAMP,
+    })
+}
+
+/// Fails, showing both sides, unless the table's fields and partition columns are the
+/// load's: same names, types and order.
+pub fn check(
+    table: &[StructField],
+    table_partitions: &[String],
+    load: &[StructField],
+    load_partitions: &[String],
+) -> Result<(), String> {
+    let same_fields = table.len() == load.len()
+        && table
+            .iter()
+            .zip(load)
+            .all(|(t, l)| t.name() == l.name() && t.data_type() == l.data_type());
+    if same_fields && table_partitions == load_partitions {
+        return Ok(());
+    }
+    Err(format!(
+        "the Delta table's schema differs from this load's, and a load never changes it\n  \
+         table: {}\n  load:  {}\nload the data into another table, or cast and rename its \
+         columns to the table's",
+        describe(table, table_partitions),
+        describe(load, load_partitions)
+    ))
+}
+
+fn describe(fields: &[StructField], partitions: &[String]) -> String {
+    format!(
+        "partitioned by [{}], columns: {}",
+        partitions.join(", "),
+        fields
+            .iter()
+            .map(|f| format!("{} {}", f.name(), type_name(f.data_type())))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// A Delta type as the Delta schema string writes it: `long`, `decimal(9,2)`.
+fn type_name(ty: &DataType) -> String {
+    match serde_json::to_value(ty) {
+        Ok(serde_json::Value::String(name)) => name,
+        Ok(other) => other.to_string(),
+        Err(_) => "?".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::Column;
+
+    fn schema(cols: &[(&str, ColumnType)]) -> Schema {
+        Schema {
+            columns: cols
+                .iter()
+                .map(|(name, ty)| Column {
+                    name: name.to_string(),
+                    ty: *ty,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn every_column_type_has_its_delta_type() {
+        let s = schema(&[
+            ("s", ColumnType::String),
+            ("i", ColumnType::Int),
+            ("f", ColumnType::Float),
+            (
+                "d",
+                ColumnType::Decimal {
+                    precision: 9,
+                    scale: 2,
+                },
+            ),
+            ("b", ColumnType::Bool),
+            ("day", ColumnType::Date),
+            ("at", ColumnType::Timestamp),
+            ("j", ColumnType::Json),
+        ]);
+        let names: Vec<String> = fields(&s)
+            .unwrap()
+            .iter()
+            .map(|f| type_name(f.data_type()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "string",
+                "long",
+                "double",
+                "decimal(9,2)",
+                "boolean",
+                "date",
+                "timestamp",
+                "string"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_different_type_order_or_partitioning_is_refused_with_both_sides() {
+        let load = fields(&schema(&[
+            ("id", ColumnType::Int),
+            ("c", ColumnType::String),
+        ]))
+        .unwrap();
+        let p = vec!["c".to_string()];
+        assert!(check(&load, &p, &load, &p).is_ok());
+        let other = fields(&schema(&[
+            ("id", ColumnType::String),
+            ("c", ColumnType::String),
+        ]))
+        .unwrap();
+        let e = check(&other, &p, &load, &p).unwrap_err();
+        assert!(
+            e.contains("table: partitioned by [c], columns: id string, c string"),
+            "{e}"
+        );
+        assert!(
+            e.contains("load:  partitioned by [c], columns: id long, c string"),
+            "{e}"
+        );
+        let swapped = fields(&schema(&[
+            ("c", ColumnType::String),
+            ("id", ColumnType::Int),
+        ]))
+        .unwrap();
+        assert!(check(&swapped, &p, &load, &p).is_err());
+        assert!(check(&load, &[], &load, &p).is_err());
+        assert!(check(&load[..1], &p, &load, &p).is_err());
+    }
+}

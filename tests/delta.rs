@@ -1,0 +1,580 @@
+//! Delta Lake tables (`--table-format delta`): one commit per checkpoint with its `txn`,
+//! exactly once across every crash point and random kills, read back through the log
+//! by a reader written here (not the code under test): replay `_delta_log/N.json` in
+//! order, keep the files added and not removed, read them as Parquet.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::crash::{big_orders, Rng};
+use crate::util::*;
+
+const LOAD: &[&str] = &[
+    "-t",
+    "t",
+    "--table-format",
+    "delta",
+    "-p",
+    "country",
+    "--dedupe-key",
+    "order_id",
+    "--cast",
+    "order_id=int",
+    "--cast",
+    "amount=decimal(12,2)",
+    "--checkpoint-rows",
+    "100",
+    "orders",
+];
+
+/// The table as the Delta log says it is.
+#[derive(Debug, Default)]
+struct DeltaLog {
+    /// Files in the latest version: path (decoded, relative) → partition values (null
+    /// as the empty string, as an empty CSV field reads).
+    files: BTreeMap<String, (Row, u64)>,
+    /// Every `txn` action in commit order: (app id, version).
+    txns: Vec<(String, i64)>,
+    /// The latest version.
+    version: u64,
+}
+
+/// Undoes the percent-encoding of a path in the log.
+fn percent_decode(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(&path[i + 1..i + 3], 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap()
+}
+
+fn delta_log(table: &Path) -> DeltaLog {
+    let dir = table.join("_delta_log");
+    let mut commits: Vec<(u64, PathBuf)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?.to_string();
+            assert!(
+                !name.contains("checkpoint"),
+                "a Delta checkpoint appeared; these tests stay under its interval: {name}"
+            );
+            let version = name.strip_suffix(".json")?.parse().ok()?;
+            Some((version, p))
+        })
+        .collect();
+    commits.sort();
+    let mut log = DeltaLog::default();
+    for (i, (version, path)) in commits.iter().enumerate() {
+        assert_eq!(*version, i as u64, "the log skips a version: {commits:?}");
+        log.version = *version;
+        for line in std::fs::read_to_string(path).unwrap().lines() {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(add) = action.get("add") {
+                let path = percent_decode(add["path"].as_str().unwrap());
+                let values = add["partitionValues"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                    .collect();
+                let size = add["size"].as_u64().unwrap();
+                assert!(
+                    log.files.insert(path.clone(), (values, size)).is_none(),
+                    "{path} added twice"
+                );
+            }
+            if let Some(remove) = action.get("remove") {
+                let path = percent_decode(remove["path"].as_str().unwrap());
+                assert!(
+                    log.files.remove(&path).is_some(),
+                    "{path} removed, never added"
+                );
+            }
+            if let Some(txn) = action.get("txn") {
+                log.txns.push((
+                    txn["appId"].as_str().unwrap().to_string(),
+                    txn["version"].as_i64().unwrap(),
+                ));
+            }
+        }
+    }
+    log
+}
+
+/// Every row of the table's latest version; every file the log names must exist whole.
+fn delta_rows(table: &Path) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (path, (partition, size)) in delta_log(table).files {
+        let file = table.join(&path);
+        let meta = std::fs::metadata(&file)
+            .unwrap_or_else(|e| panic!("the log names {path}, which is missing: {e}"));
+        assert_eq!(meta.len(), size, "{path} is not the size the log gives");
+        rows.extend(parquet_file_rows(&file, &partition));
+    }
+    rows
+}
+
+/// Input rows as a load with `LOAD`'s casts and dedupe commits them.
+fn expected(w: &Workdir) -> Vec<Row> {
+    dedupe(input_rows(&[w.path("orders")]), "order_id")
+        .into_iter()
+        .map(|mut row| {
+            // decimal(12,2): the canonical text keeps two places.
+            if let Some(amount) = row.get_mut("amount") {
+                let mut value: rust_decimal::Decimal = amount.parse().unwrap();
+                value.rescale(2);
+                *amount = value.to_string();
+            }
+            row
+        })
+        .collect()
+}
+
+/// Each app's txn versions, in commit order, must be strictly rising: no checkpoint's
+/// commit was applied twice.
+#[track_caller]
+fn assert_txns_once(log: &DeltaLog, what: &str) {
+    let mut last: BTreeMap<&str, i64> = BTreeMap::new();
+    for (app, version) in &log.txns {
+        if let Some(before) = last.insert(app, *version) {
+            assert!(
+                *version > before,
+                "{what}: txn {app} {version} after {before}: {:?}",
+                log.txns
+            );
+        }
+    }
+}
+
+#[track_caller]
+fn assert_settled(w: &Workdir, what: &str) {
+    assert_same_rows(delta_rows(&w.path("t")), expected(w), what);
+    let log = delta_log(&w.path("t"));
+    assert_txns_once(&log, what);
+    let again = w.run(&["-t", "t", "--recover"]);
+    assert_code(&again, 0);
+    assert!(
+        stderr(&again).contains("nothing to recover"),
+        "{what}: {}",
+        stderr(&again)
+    );
+    let rerun = w.run(LOAD);
+    assert_code(&rerun, 0);
+    assert!(
+        stderr(&rerun).contains("nothing to load"),
+        "{what}: {}",
+        stderr(&rerun)
+    );
+    assert_eq!(
+        delta_log(&w.path("t")).version,
+        log.version,
+        "{what}: a re-run committed"
+    );
+}
+
+#[test]
+fn each_checkpoint_is_one_delta_commit_with_the_jobs_txn() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let out = w.run(LOAD);
+    assert_code(&out, 0);
+    let log = delta_log(&w.path("t"));
+    let checkpoints = log.txns.len() as i64;
+    assert!(checkpoints >= 5, "{:?}", log.txns);
+    // Version 0 creates the table; then one commit per checkpoint, txn 1, 2, …
+    assert_eq!(log.version, checkpoints as u64);
+    let wanted: Vec<(String, i64)> = (1..=checkpoints)
+        .map(|v| ("ingest:default".to_string(), v))
+        .collect();
+    assert_eq!(log.txns, wanted);
+    assert_same_rows(delta_rows(&w.path("t")), expected(&w), "delta load");
+    // The schema and partitioning are in the log, for every Delta reader.
+    let first = std::fs::read_to_string(w.path("t/_delta_log/00000000000000000000.json")).unwrap();
+    let metadata = first
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find_map(|a| a.get("metaData").cloned())
+        .unwrap();
+    assert_eq!(metadata["partitionColumns"], serde_json::json!(["country"]));
+    let schema: serde_json::Value =
+        serde_json::from_str(metadata["schemaString"].as_str().unwrap()).unwrap();
+    let types: BTreeMap<String, serde_json::Value> = schema["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["name"].as_str().unwrap().to_string(), f["type"].clone()))
+        .collect();
+    assert_eq!(types["order_id"], "long");
+    assert_eq!(types["amount"], "decimal(12,2)");
+    assert_eq!(types["country"], "string");
+
+    // A second run of the job goes on from the job's last version.
+    w.write("orders/2026-11-29.csv", "order_id,dt,ts,customer,email,country,amount,currency,note\n9999,2026-11-29,2026-11-29T00:00:00Z,A,a@x,FR,1.50,EUR,\n");
+    assert_code(&w.run(LOAD), 0);
+    let log = delta_log(&w.path("t"));
+    assert_eq!(
+        log.txns.last(),
+        Some(&("ingest:default".to_string(), checkpoints + 1))
+    );
+
+    let status = w.run(&["-t", "t", "--status"]);
+    assert_code(&status, 0);
+    let text = String::from_utf8_lossy(&status.stdout).to_string();
+    assert!(
+        text.contains(&format!(
+            "delta: table version {}; this job's last transaction version {}",
+            log.version,
+            checkpoints + 1
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn every_fail_point_then_recover_commits_each_checkpoint_once() {
+    let points: Vec<String> = all_fail_points()
+        .into_iter()
+        .chain(delta_fail_points())
+        .filter(|p| !p.starts_with("overwrite."))
+        .collect();
+    assert!(points.iter().any(|p| p == "delta.commit.written"));
+    let crashes = crash_matrix(
+        &points,
+        &[1, 3],
+        true,
+        LOAD,
+        || {
+            let w = Workdir::new();
+            w.fixture("orders");
+            (w, ())
+        },
+        |run| {
+            // Whatever the log names is whole, at every instant.
+            if run.w.path("t/_delta_log").exists() {
+                delta_rows(&run.w.path("t"));
+            }
+        },
+        |run| assert_settled(&run.w, &run.spec),
+    );
+    assert!(crashes >= points.len(), "{crashes} crashes");
+}
+
+#[test]
+fn random_sigkill_of_delta_loads_and_recoveries_loses_and_duplicates_nothing() {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    let mut rng = Rng(seed);
+    let load = [
+        "-t",
+        "t",
+        "--table-format",
+        "delta",
+        "-p",
+        "dt",
+        "--checkpoint-rows",
+        "2000",
+        "orders",
+    ];
+    let w = Workdir::new();
+    big_orders(&w, 20_000, &mut rng);
+    let clock = Instant::now();
+    assert_code(&w.run(&load), 0);
+    let full = clock.elapsed().as_millis() as u64 + 1;
+    let mut kills = 0;
+    for round in 0..6 {
+        let w = Workdir::new();
+        big_orders(&w, 20_000, &mut Rng(seed));
+        let mut landed = false;
+        for attempt in 0..60 {
+            let args: &[&str] = if attempt % 2 == 0 {
+                &load
+            } else {
+                &["-t", "t", "--recover"]
+            };
+            let mut child = w
+                .cmd()
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(rng.below(full)));
+            if child.try_wait().unwrap().is_none() {
+                child.kill().unwrap();
+                kills += 1;
+            }
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success() || crashed(&out) || out.status.code() == Some(1),
+                "seed {seed}: {}",
+                stderr(&out)
+            );
+            if attempt % 2 == 0 && out.status.success() {
+                landed = true;
+                break;
+            }
+        }
+        assert!(landed, "seed {seed}: no load finished in 60 attempts");
+        assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+        let what = format!("seed {seed}, round {round}");
+        let rows = delta_rows(&w.path("t"));
+        assert_same_rows(rows, input_rows(&[w.path("orders")]), &what);
+        assert_txns_once(&delta_log(&w.path("t")), &what);
+    }
+    eprintln!("random SIGKILL (delta): seed {seed}, {kills} kills landed over 6 loads");
+    assert!(kills >= 3, "seed {seed}: only {kills} kills landed mid-run");
+}
+
+#[test]
+fn csv_or_json_lines_output_for_a_delta_table_is_a_usage_error() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    for format in ["csv", "jsonl"] {
+        let out = w.run(&[
+            "-t",
+            "t",
+            "--table-format",
+            "delta",
+            "--format",
+            format,
+            "orders",
+        ]);
+        assert_code(&out, 2);
+        assert!(stderr(&out).contains("Parquet"), "{}", stderr(&out));
+    }
+    assert!(!w.path("t").exists());
+}
+
+#[test]
+fn a_load_whose_schema_differs_from_the_delta_tables_fails_before_reading_a_row() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    assert_code(&w.run(LOAD), 0);
+    let version = delta_log(&w.path("t")).version;
+    // As if another writer had made the table: only its Delta log says what it is.
+    std::fs::remove_file(w.path("t/_ingest/contract.json")).unwrap();
+    let out = w.run(&[
+        "-t",
+        "t",
+        "--table-format",
+        "delta",
+        "-p",
+        "country",
+        "--job",
+        "other",
+        "orders",
+    ]);
+    assert_code(&out, 1);
+    let err = stderr(&out);
+    assert!(err.contains("the Delta table's schema differs"), "{err}");
+    assert!(err.contains("order_id long"), "{err}");
+    assert!(err.contains("order_id string"), "{err}");
+    assert_eq!(delta_log(&w.path("t")).version, version);
+    assert!(!w.path("t/_ingest/other/journal").exists());
+}
+
+#[test]
+fn abort_takes_the_runs_files_out_of_the_delta_table_in_one_commit() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    assert!(crashed(
+        &w.run_failing("checkpoint.committed.after:3", LOAD)
+    ));
+    let before = delta_log(&w.path("t"));
+    assert_eq!(before.txns.len(), 3);
+    assert!(!delta_rows(&w.path("t")).is_empty());
+    let out = w.run(&["-t", "t", "--abort"]);
+    assert_code(&out, 0);
+    let after = delta_log(&w.path("t"));
+    assert_eq!(
+        after.version,
+        before.version + 1,
+        "one commit removes them all"
+    );
+    assert!(delta_rows(&w.path("t")).is_empty());
+    // The inputs count as not loaded: the next load takes them, once.
+    assert_code(&w.run(LOAD), 0);
+    assert_same_rows(
+        delta_rows(&w.path("t")),
+        expected(&w),
+        "after abort and load",
+    );
+    assert_txns_once(&delta_log(&w.path("t")), "after abort and load");
+}
+
+#[test]
+fn shards_loaded_at_once_by_separate_jobs_land_every_row_once() {
+    let w = Workdir::new();
+    let mut rng = Rng(7);
+    big_orders(&w, 6_000, &mut rng);
+    // Split into many small inputs so that every shard gets some.
+    let all = input_rows(&[w.path("orders")]);
+    std::fs::remove_dir_all(w.path("orders")).unwrap();
+    let header = "order_id,dt,ts,customer,email,country,amount,currency,note";
+    for (i, chunk) in all.chunks(250).enumerate() {
+        let mut text = format!("{header}\n");
+        for row in chunk {
+            let fields: Vec<String> = header
+                .split(',')
+                .map(|c| {
+                    let v = &row[c];
+                    if v.contains([',', '"', '\n', '\r']) {
+                        format!("\"{}\"", v.replace('"', "\"\""))
+                    } else {
+                        v.clone()
+                    }
+                })
+                .collect();
+            text.push_str(&fields.join(","));
+            text.push('\n');
+        }
+        w.write(&format!("orders/part-{i:03}.csv"), text);
+    }
+    let shards = 4;
+    let children: Vec<_> = (0..shards)
+        .map(|i| {
+            w.cmd()
+                .args([
+                    "-t",
+                    "t",
+                    "--table-format",
+                    "delta",
+                    "-p",
+                    "dt",
+                    "--checkpoint-rows",
+                    "400",
+                    "--job",
+                    &format!("shard{i}"),
+                    "--shard",
+                    &format!("{i}/{shards}"),
+                    "orders",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert_code(&out, 0);
+    }
+    assert_same_rows(delta_rows(&w.path("t")), all, "four shards at once");
+    let log = delta_log(&w.path("t"));
+    assert_txns_once(&log, "four shards at once");
+    let apps: std::collections::BTreeSet<_> = log.txns.iter().map(|(a, _)| a.clone()).collect();
+    assert_eq!(apps.len(), shards, "{apps:?}");
+}
+
+/// One day of the orders again, amounts changed, plus a row for a day not in the table.
+fn corrected_day(w: &Workdir) -> (PathBuf, Vec<Row>) {
+    let day = input_rows(&[w.path("orders/2026-11-27.csv")]);
+    let header = "order_id,dt,ts,customer,email,country,amount,currency,note";
+    let mut text = format!("{header}\n");
+    let mut rows = Vec::new();
+    for (i, row) in day.iter().take(20).enumerate() {
+        let mut row = row.clone();
+        row.insert("amount".into(), format!("{i}.00"));
+        row.insert("note".into(), "corrected".into());
+        row.insert("customer".into(), "c".into());
+        rows.push(row);
+    }
+    let mut new_day = rows[0].clone();
+    new_day.insert("dt".into(), "2026-12-01".into());
+    new_day.insert("order_id".into(), "99999".into());
+    rows.push(new_day);
+    for row in &rows {
+        let fields: Vec<&str> = header.split(',').map(|c| row[c].as_str()).collect();
+        text.push_str(&fields.join(","));
+        text.push('\n');
+    }
+    (w.write("fix/2026-11-27.csv", text), rows)
+}
+
+const BASE: &[&str] = &[
+    "-t",
+    "t",
+    "--table-format",
+    "delta",
+    "-p",
+    "dt",
+    "--checkpoint-rows",
+    "100",
+    "orders",
+];
+
+const OVERWRITE: &[&str] = &[
+    "-t",
+    "t",
+    "--table-format",
+    "delta",
+    "-p",
+    "dt",
+    "--checkpoint-rows",
+    "5",
+    "--mode",
+    "overwrite-partitions",
+    "fix",
+];
+
+#[test]
+fn overwrite_replaces_the_partitions_it_touches_in_one_commit_across_crashes() {
+    let points = [
+        "checkpoint.committed.after:2",
+        "delta.commit.before:1",
+        "delta.commit.written:1",
+        "delta.commit.after:1",
+        "run.finished.before:1",
+        "",
+    ];
+    for point in points {
+        let w = Workdir::new();
+        w.fixture("orders");
+        assert_code(&w.run(BASE), 0);
+        let before = delta_log(&w.path("t")).version;
+        let (_, new_rows) = corrected_day(&w);
+        let touched: std::collections::BTreeSet<String> =
+            new_rows.iter().map(|r| r["dt"].clone()).collect();
+        let mut want: Vec<Row> = input_rows(&[w.path("orders")])
+            .into_iter()
+            .filter(|r| !touched.contains(&r["dt"]))
+            .collect();
+        want.extend(new_rows);
+        if point.is_empty() {
+            assert_code(&w.run(OVERWRITE), 0);
+        } else {
+            assert!(crashed(&w.run_failing(point, OVERWRITE)), "{point}");
+            let log = delta_log(&w.path("t"));
+            assert!(log.version <= before + 1, "{point}: more than one commit");
+            if log.version == before + 1 {
+                // The commit is in: an abort would lose the replaced files for good.
+                assert_code(&w.run(&["-t", "t", "--abort"]), 1);
+            }
+            assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+        }
+        assert_same_rows(delta_rows(&w.path("t")), want, point);
+        let log = delta_log(&w.path("t"));
+        assert_eq!(
+            log.version,
+            before + 1,
+            "{point}: one commit replaces them all"
+        );
+        assert_txns_once(&log, point);
+    }
+}
