@@ -38,7 +38,8 @@ fmt = ds.CsvFileFormat(
     parse_options=pcsv.ParseOptions(newlines_in_values=True),
     convert_options=pcsv.ConvertOptions(column_types={c: pa.string() for c in columns}))
 data = ds.dataset(files, format=fmt)
-write_deltalake(sys.argv[1], data.to_batches(), schema=data.schema, partition_by=["country"])
+stream = pa.RecordBatchReader.from_batches(data.schema, data.to_batches())
+write_deltalake(sys.argv[1], stream, partition_by=["country"])
 '''
 
 
