@@ -11,25 +11,10 @@ import collections, csv, decimal, glob, gzip, io, os, sys
 
 import duckdb
 import duckdb_ext
+from readback import check, finish, rows_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 work = sys.argv[1]
-failures = []
-
-
-def check(what, got, want):
-    if got != want:
-        failures.append(f"{what}: got {str(got)[:600]}, expected {str(want)[:600]}")
-    else:
-        print(f"ok   {what}")
-
-
-def rows_of(path):
-    raw = open(path, "rb").read()
-    if path.endswith(".gz"):
-        raw = gzip.decompress(raw)
-    return list(csv.DictReader(io.StringIO(raw.decode("utf-8"), newline="")))
-
 
 ext = glob.glob(os.path.join(list(duckdb_ext.__path__)[0], "extensions", "*", "*",
                              "delta.duckdb_extension"))
@@ -56,7 +41,4 @@ check("duckdb delta_scan: types", [types[c] for c in ("order_id", "amount", "ts"
 got = con.sql(f"SELECT id, qty, p FROM delta_scan('{work}/delta-nulls') ORDER BY id").fetchall()
 check("duckdb delta_scan: nulls", got, [(1, 3, "a"), (2, None, None), (3, 5, "a")])
 
-if failures:
-    print("\n".join("FAIL " + f for f in failures), file=sys.stderr)
-    sys.exit(1)
-print("duckdb delta interop: all checks passed")
+finish("duckdb delta interop")

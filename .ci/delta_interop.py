@@ -11,24 +11,10 @@ import collections, csv, datetime, decimal, glob, gzip, io, os, subprocess, sys
 
 import deltalake
 import polars as pl
+from readback import check, finish, rows_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 binary, work = sys.argv[1], sys.argv[2]
-failures = []
-
-
-def check(what, got, want):
-    if got != want:
-        failures.append(f"{what}: got {str(got)[:600]}, expected {str(want)[:600]}")
-    else:
-        print(f"ok   {what}")
-
-
-def rows_of(path):
-    raw = open(path, "rb").read()
-    if path.endswith(".gz"):
-        raw = gzip.decompress(raw)
-    return list(csv.DictReader(io.StringIO(raw.decode("utf-8"), newline="")))
 
 
 def ingest(*args, check_exit=True):
@@ -116,7 +102,4 @@ check("crash after two commits: readers see them", pl.read_delta(aborted).height
 ingest("--target", aborted, "--abort", "--quiet")
 check("after --abort: the run's rows are out of the table", pl.read_delta(aborted).height, 0)
 
-if failures:
-    print("\n".join("FAIL " + f for f in failures), file=sys.stderr)
-    sys.exit(1)
-print("delta interop: all checks passed")
+finish("delta interop")

@@ -9,28 +9,14 @@ independently of ingest; DuckDB reads the committed table with hive_partitioning
 import collections, csv, decimal, glob, gzip, io, os, subprocess, sys
 
 import duckdb
+from readback import check as _check, finish, rows_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 binary, work = sys.argv[1], sys.argv[2]
-failures = []
 
 
 def check(what, got, want):
-    if got != want:
-        if isinstance(got, list) and isinstance(want, list):
-            diff = [(g, w) for g, w in zip(got, want) if g != w][:3]
-            failures.append(f"{what}: {len(got)} vs {len(want)} items; first differences {diff!r}")
-        else:
-            failures.append(f"{what}: duckdb says {str(got)[:500]}, expected {str(want)[:500]}")
-    else:
-        print(f"ok   {what}")
-
-
-def rows_of(path):
-    raw = open(path, "rb").read()
-    if path.endswith(".gz"):
-        raw = gzip.decompress(raw)
-    return list(csv.DictReader(io.StringIO(raw.decode("utf-8"), newline="")))
+    _check(what, got, want, reader="duckdb says")
 
 
 def ingest(*args):
@@ -231,7 +217,4 @@ got = duckdb.sql(f"SELECT count(*), count(channel) FROM read_csv('{evolved}/**/*
                  f"hive_partitioning=true, union_by_name=true)").fetchall()[0]
 check("evolved table: every row, the new column only on the new one", got, (old_rows + 1, 1))
 
-if failures:
-    print("\n".join(["FAILED " + f for f in failures]))
-    sys.exit(1)
-print("interop: all checks passed")
+finish("interop")

@@ -240,45 +240,7 @@ fn random_sigkill_during_load_and_recovery_loses_and_duplicates_nothing() {
     for round in 0..12 {
         let w = Workdir::new();
         big_orders(&w, 30_000, &mut Rng(seed));
-        // The operator's loop: run the load; if it was interrupted, recover; again.
-        let mut landed = false;
-        for attempt in 0..60 {
-            let args: &[&str] = if attempt % 2 == 0 {
-                &load
-            } else {
-                &["-t", "t", "--recover"]
-            };
-            let mut child = w
-                .cmd()
-                .args(args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            std::thread::sleep(Duration::from_millis(rng.below(full)));
-            if child.try_wait().unwrap().is_none() {
-                child.kill().unwrap();
-                kills += 1;
-            }
-            let out = child.wait_with_output().unwrap();
-            assert!(
-                out.status.success() || crashed(&out) || out.status.code() == Some(1),
-                "seed {seed}: {}",
-                stderr(&out)
-            );
-            if out.status.code() == Some(1) {
-                assert!(
-                    stderr(&out).contains("--recover"),
-                    "seed {seed}: {}",
-                    stderr(&out)
-                );
-            }
-            if attempt % 2 == 0 && out.status.success() {
-                landed = true;
-                break;
-            }
-        }
-        assert!(landed, "seed {seed}: no load finished in 60 attempts");
+        kills += operators_loop(&w, &load, &mut rng, full, seed);
         let finish = w.run(&["-t", "t", "--recover"]);
         assert_code(&finish, 0);
         let expected = dedupe(input_rows(&[w.path("orders")]), "order_id");
@@ -291,6 +253,51 @@ fn random_sigkill_during_load_and_recovery_loses_and_duplicates_nothing() {
     }
     eprintln!("random SIGKILL: seed {seed}, {kills} kills landed mid-run over 12 loads");
     assert!(kills >= 6, "seed {seed}: only {kills} kills landed mid-run");
+}
+
+/// The operator's loop under random SIGKILLs: run the load; if it was interrupted,
+/// recover; again, until a load finishes. Each command is killed after a random share of
+/// `full` (a whole load's milliseconds), if it is still running. Every outcome must be a
+/// success, a kill, or exit 1 naming `--recover`; a load must land within 60 attempts.
+/// Returns how many kills landed mid-command.
+pub fn operators_loop(w: &Workdir, load: &[&str], rng: &mut Rng, full: u64, seed: u64) -> u32 {
+    let mut kills = 0;
+    for attempt in 0..60 {
+        let args: &[&str] = if attempt % 2 == 0 {
+            load
+        } else {
+            &["-t", "t", "--recover"]
+        };
+        let mut child = w
+            .cmd()
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(rng.below(full)));
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap();
+            kills += 1;
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success() || crashed(&out) || out.status.code() == Some(1),
+            "seed {seed}: {}",
+            stderr(&out)
+        );
+        if out.status.code() == Some(1) {
+            assert!(
+                stderr(&out).contains("--recover"),
+                "seed {seed}: {}",
+                stderr(&out)
+            );
+        }
+        if attempt % 2 == 0 && out.status.success() {
+            return kills;
+        }
+    }
+    panic!("seed {seed}: no load finished in 60 attempts");
 }
 
 #[test]

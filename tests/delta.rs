@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crate::crash::{big_orders, Rng};
+use crate::crash::{big_orders, operators_loop, Rng};
 use crate::util::*;
 
 const LOAD: &[&str] = &[
@@ -39,25 +39,6 @@ struct DeltaLog {
     txns: Vec<(String, i64)>,
     /// The latest version.
     version: u64,
-}
-
-/// Undoes the percent-encoding of a path in the log.
-fn percent_decode(path: &str) -> String {
-    let bytes = path.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(b) = u8::from_str_radix(&path[i + 1..i + 3], 16) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8(out).unwrap()
 }
 
 fn delta_log(table: &Path) -> DeltaLog {
@@ -125,6 +106,19 @@ fn delta_rows(table: &Path) -> Vec<Row> {
         rows.extend(parquet_file_rows(&file, &partition));
     }
     rows
+}
+
+/// Writes order rows as a CSV file with the orders' header, quoting as CSV does.
+fn write_orders(w: &Workdir, rel: &str, rows: &[Row]) -> PathBuf {
+    let header = "order_id,dt,ts,customer,email,country,amount,currency,note";
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    writer.write_record(header.split(',')).unwrap();
+    for row in rows {
+        writer
+            .write_record(header.split(',').map(|c| row[c].as_str()))
+            .unwrap();
+    }
+    w.write(rel, writer.into_inner().unwrap())
 }
 
 /// Input rows as a load with `LOAD`'s casts and dedupe commits them.
@@ -300,37 +294,7 @@ fn random_sigkill_of_delta_loads_and_recoveries_loses_and_duplicates_nothing() {
     for round in 0..6 {
         let w = Workdir::new();
         big_orders(&w, 20_000, &mut Rng(seed));
-        let mut landed = false;
-        for attempt in 0..60 {
-            let args: &[&str] = if attempt % 2 == 0 {
-                &load
-            } else {
-                &["-t", "t", "--recover"]
-            };
-            let mut child = w
-                .cmd()
-                .args(args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            std::thread::sleep(Duration::from_millis(rng.below(full)));
-            if child.try_wait().unwrap().is_none() {
-                child.kill().unwrap();
-                kills += 1;
-            }
-            let out = child.wait_with_output().unwrap();
-            assert!(
-                out.status.success() || crashed(&out) || out.status.code() == Some(1),
-                "seed {seed}: {}",
-                stderr(&out)
-            );
-            if attempt % 2 == 0 && out.status.success() {
-                landed = true;
-                break;
-            }
-        }
-        assert!(landed, "seed {seed}: no load finished in 60 attempts");
+        kills += operators_loop(&w, &load, &mut rng, full, seed);
         assert_code(&w.run(&["-t", "t", "--recover"]), 0);
         let what = format!("seed {seed}, round {round}");
         let rows = delta_rows(&w.path("t"));
@@ -426,25 +390,8 @@ fn shards_loaded_at_once_by_separate_jobs_land_every_row_once() {
     // Split into many small inputs so that every shard gets some.
     let all = input_rows(&[w.path("orders")]);
     std::fs::remove_dir_all(w.path("orders")).unwrap();
-    let header = "order_id,dt,ts,customer,email,country,amount,currency,note";
     for (i, chunk) in all.chunks(250).enumerate() {
-        let mut text = format!("{header}\n");
-        for row in chunk {
-            let fields: Vec<String> = header
-                .split(',')
-                .map(|c| {
-                    let v = &row[c];
-                    if v.contains([',', '"', '\n', '\r']) {
-                        format!("\"{}\"", v.replace('"', "\"\""))
-                    } else {
-                        v.clone()
-                    }
-                })
-                .collect();
-            text.push_str(&fields.join(","));
-            text.push('\n');
-        }
-        w.write(&format!("orders/part-{i:03}.csv"), text);
+        write_orders(&w, &format!("orders/part-{i:03}.csv"), chunk);
     }
     let shards = 4;
     let children: Vec<_> = (0..shards)
@@ -485,8 +432,6 @@ fn shards_loaded_at_once_by_separate_jobs_land_every_row_once() {
 /// One day of the orders again, amounts changed, plus a row for a day not in the table.
 fn corrected_day(w: &Workdir) -> (PathBuf, Vec<Row>) {
     let day = input_rows(&[w.path("orders/2026-11-27.csv")]);
-    let header = "order_id,dt,ts,customer,email,country,amount,currency,note";
-    let mut text = format!("{header}\n");
     let mut rows = Vec::new();
     for (i, row) in day.iter().take(20).enumerate() {
         let mut row = row.clone();
@@ -499,12 +444,7 @@ fn corrected_day(w: &Workdir) -> (PathBuf, Vec<Row>) {
     new_day.insert("dt".into(), "2026-12-01".into());
     new_day.insert("order_id".into(), "99999".into());
     rows.push(new_day);
-    for row in &rows {
-        let fields: Vec<&str> = header.split(',').map(|c| row[c].as_str()).collect();
-        text.push_str(&fields.join(","));
-        text.push('\n');
-    }
-    (w.write("fix/2026-11-27.csv", text), rows)
+    (write_orders(w, "fix/2026-11-27.csv", &rows), rows)
 }
 
 const BASE: &[&str] = &[

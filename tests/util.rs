@@ -222,6 +222,11 @@ pub fn hive_unescape(value: &str) -> String {
     if value == "__HIVE_DEFAULT_PARTITION__" {
         return String::new();
     }
+    percent_decode(value)
+}
+
+/// Undoes `%XX` escapes (Hive's path escaping, a URI path's percent-encoding).
+pub fn percent_decode(value: &str) -> String {
     let bytes = value.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;

@@ -142,6 +142,18 @@ pub fn open_or_create(
     }
 }
 
+/// A write's description in the commit's `commitInfo`. Without a predicate it reads
+/// nothing, for delta-rs's conflict check: a concurrent blind append never conflicts
+/// with it (Delta's default isolation, WriteSerializable, orders that append after it),
+/// while removing a file that a concurrent commit removed does.
+fn write(mode: SaveMode, partition_by: &[String]) -> DeltaOperation {
+    DeltaOperation::Write {
+        mode,
+        partition_by: (!partition_by.is_empty()).then(|| partition_by.to_vec()),
+        predicate: None,
+    }
+}
+
 /// Partition values in a canonical order, to compare two files' partitions.
 fn sorted(
     values: &std::collections::HashMap<String, Option<String>>,
@@ -196,11 +208,7 @@ impl Log {
         version: i64,
         partition_by: &[String],
     ) -> Result<u64> {
-        let operation = DeltaOperation::Write {
-            mode: SaveMode::Append,
-            partition_by: (!partition_by.is_empty()).then(|| partition_by.to_vec()),
-            predicate: None,
-        };
+        let operation = write(SaveMode::Append, partition_by);
         let actions = adds.into_iter().map(Action::Add).collect();
         self.commit(actions, operation, Some(Transaction::new(app, version)))
     }
@@ -224,11 +232,7 @@ impl Log {
             .map(|f| Action::Remove(f.remove_action(true)))
             .collect();
         actions.extend(adds.into_iter().map(Action::Add));
-        let operation = DeltaOperation::Write {
-            mode: SaveMode::Overwrite,
-            partition_by: (!partition_by.is_empty()).then(|| partition_by.to_vec()),
-            predicate: None,
-        };
+        let operation = write(SaveMode::Overwrite, partition_by);
         self.commit(actions, operation, Some(Transaction::new(app, version)))
     }
 

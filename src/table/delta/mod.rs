@@ -119,10 +119,12 @@ pub fn commit(layout: &JobLayout, run: &RunStarted, checkpoint: &Checkpoint) -> 
 ///    here `--abort` refuses (undoing a commit that already removed the old files would
 ///    lose them) and `--recover` finishes.
 /// 2. Publish every data file of the run under its partition path (invisible).
-/// 3. The commit, unless the job's version is already there (a crash after it); a
-///    commit by another writer in between makes delta-rs check for a conflict: appends
-///    to the partitions being replaced are one, and the run stops, for `--recover` to
-///    replace them again from a newer version.
+/// 3. The commit, unless the job's version is already there (a crash after it). A
+///    commit by another writer in between makes delta-rs check for a conflict: another
+///    writer's blind append is none (even into a replaced partition: under Delta's
+///    default WriteSerializable isolation it is ordered after the overwrite), a removal
+///    of a file this commit removes is one, and the run stops, for `--recover` to
+///    replace the partitions again from a newer version.
 /// 4. Journal `Exchanged`.
 pub fn replace_partitions(layout: &JobLayout, journal: &mut Journal, log: &RunLog) -> Result<()> {
     if log.exchanged {
