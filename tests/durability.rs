@@ -866,3 +866,61 @@ fn an_abort_journals_first_and_fsyncs_its_removals_before_it_ends() {
     }
     assert!(table_rows(&table).is_empty());
 }
+
+/// A Delta table's checkpoint is in the table once its log entry exists: that entry and
+/// its directory are fsynced (delta-rs writes them without) before `Committed(n)` is
+/// journaled, in a load and in the recovery of a load killed between the entry's write
+/// and its fsync (`delta.commit.written`), which must fsync what the dead process wrote
+/// before it journals the checkpoint as committed.
+#[cfg(feature = "delta")]
+#[test]
+fn a_delta_commit_is_fsynced_before_its_checkpoint_is_journaled_committed() {
+    let load: &[&str] = &[
+        "-t",
+        "t",
+        "--table-format",
+        "delta",
+        "-p",
+        "country",
+        "--checkpoint-rows",
+        "300",
+        "orders",
+    ];
+    for crash in [None, Some("delta.commit.written:2")] {
+        let w = Workdir::new();
+        w.fixture("orders");
+        let trace = match crash {
+            None => strace(&w, load, None),
+            Some(point) => {
+                assert!(crashed(&w.run_failing(point, load)), "{point}");
+                strace(&w, &["-t", "t", "--recover"], None)
+            }
+        };
+        let events = parse(&trace);
+        let table = w.path("t").canonicalize().unwrap();
+        let job = table.join("_ingest/default");
+        let (_, records) = traced_records(&events, &job);
+        let log_dir = table.join("_delta_log");
+        let mut checked = 0;
+        for (write, record) in &records {
+            let Record::Committed { checkpoint } = record else {
+                continue;
+            };
+            // Version 0 created the table; checkpoint n is version n.
+            let entry = log_dir.join(format!("{checkpoint:020}.json"));
+            for path in [&entry, &log_dir] {
+                let synced = events.iter().any(|e| {
+                    matches!(&e.call, Call::Sync(p) if Path::new(p) == path.as_path())
+                        && e.end < write.start
+                });
+                assert!(
+                    synced,
+                    "{crash:?}: Committed({checkpoint}) was journaled before {} was fsynced",
+                    path.display()
+                );
+            }
+            checked += 1;
+        }
+        assert!(checked >= 2, "{crash:?}: only {checked} commits traced");
+    }
+}
