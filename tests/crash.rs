@@ -213,11 +213,7 @@ pub fn big_orders(w: &Workdir, rows: usize, rng: &mut Rng) {
 
 #[test]
 fn random_sigkill_during_load_and_recovery_loses_and_duplicates_nothing() {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
+    let seed = clock_seed();
     let mut rng = Rng(seed);
     let load = [
         "-t",

@@ -268,11 +268,7 @@ fn every_fail_point_then_recover_commits_each_checkpoint_once() {
 
 #[test]
 fn random_sigkill_of_delta_loads_and_recoveries_loses_and_duplicates_nothing() {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
+    let seed = clock_seed();
     let mut rng = Rng(seed);
     let load = [
         "-t",

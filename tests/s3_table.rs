@@ -593,11 +593,7 @@ fn random_sigkill_of_loads_and_recoveries_on_two_machines_loses_and_duplicates_n
         return;
     };
     let s3 = Arc::new(s3);
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
+    let seed = clock_seed();
     let mut rng = Rng(seed);
     let mut kills = 0;
     for round in 0..4 {

@@ -321,8 +321,8 @@ pub fn all_fail_points() -> Vec<String> {
         .collect()
 }
 
-#[cfg(feature = "delta")]
 /// The fail points of a Delta table's commit.
+#[cfg(feature = "delta")]
 pub fn delta_fail_points() -> Vec<String> {
     listed_fail_points()
         .into_iter()
@@ -516,4 +516,14 @@ pub fn parquet_file_rows(path: &Path, partition: &Row) -> Vec<Row> {
         }
     }
     rows
+}
+
+/// A seed for a randomised test from the clock (odd, as xorshift needs), printed by the
+/// test on failure so the run can be replayed.
+pub fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1
 }
