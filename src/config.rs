@@ -336,25 +336,22 @@ impl Command {
                  needs --partition-by (or `partition_by` in the job file)",
             ));
         }
-        if let (Mode::OverwritePartitions, Some(url)) = (mode, &common.remote) {
+        if let (Mode::OverwritePartitions, Some(url), TableFormat::Hive) =
+            (mode, &common.remote, table_format)
+        {
             return Err(usage(format!(
-                "--mode overwrite-partitions is not supported for a table in a bucket ({url}): \
-                 an object store cannot swap a partition's files at once; use --mode append"
+                "--mode overwrite-partitions is not supported for a Hive table in a bucket \
+                 ({url}): an object store cannot swap a partition's files at once; use \
+                 --mode append, or a Delta table (--table-format delta), whose log does"
             )));
         }
-        if table_format == TableFormat::Delta {
-            if let Some(url) = &common.remote {
-                return Err(usage(format!(
-                    "--table-format delta is not supported yet for a table in a bucket ({url}); \
-                     a Delta table can be a local or shared directory"
-                )));
-            }
-            if cli.evolve.or(file.evolve) == Some(crate::contract::Evolve::AddColumns) {
-                return Err(usage(
-                    "--evolve add-columns is not supported yet for a Delta table: its schema \
-                     is fixed by its first load",
-                ));
-            }
+        if table_format == TableFormat::Delta
+            && cli.evolve.or(file.evolve) == Some(crate::contract::Evolve::AddColumns)
+        {
+            return Err(usage(
+                "--evolve add-columns is not supported yet for a Delta table: its schema is \
+                 fixed by its first load",
+            ));
         }
         let mut stages = file.stages.clone();
         if !file.dedupe_key.is_empty() {

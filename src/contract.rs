@@ -139,6 +139,16 @@ pub fn load(table: &Path) -> Result<Option<Contract>> {
     Ok(load_stored(table)?.map(|s| s.contract))
 }
 
+/// True when two recorded contracts (the bytes of `contract.json`) hold the same terms,
+/// whoever recorded them.
+pub fn same_terms(a: &[u8], b: &[u8]) -> bool {
+    let parse = |bytes| serde_json::from_slice::<Stored>(bytes).ok();
+    match (parse(a), parse(b)) {
+        (Some(a), Some(b)) => a.version == b.version && a.contract == b.contract,
+        _ => false,
+    }
+}
+
 fn load_stored(table: &Path) -> Result<Option<Stored>> {
     let file = path(table);
     let bytes = match std::fs::read(&file) {
@@ -322,4 +332,44 @@ fn column_differences(old: &[Column], new: &[Column]) -> Vec<String> {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::ColumnType;
+
+    fn stored(job: &str, columns: &[&str]) -> Vec<u8> {
+        let stored = Stored {
+            version: VERSION,
+            contract: Contract {
+                columns: columns
+                    .iter()
+                    .map(|name| Column {
+                        name: name.to_string(),
+                        ty: ColumnType::String,
+                    })
+                    .collect(),
+                partition_by: vec!["dt".into()],
+                format: Format::Parquet,
+                table_format: TableFormat::Delta,
+                compression: Compression::Zstd,
+                csv_delimiter: None,
+            },
+            recorded_by: Recorded {
+                job: job.into(),
+                run_id: format!("run-of-{job}"),
+            },
+        };
+        serde_json::to_vec_pretty(&stored).unwrap()
+    }
+
+    #[test]
+    fn contracts_recorded_by_different_jobs_have_the_same_terms_when_their_terms_agree() {
+        let a = stored("shard-0", &["dt", "id"]);
+        assert!(same_terms(&a, &stored("shard-1", &["dt", "id"])));
+        assert!(!same_terms(&a, &stored("shard-1", &["dt", "id", "extra"])));
+        assert!(!same_terms(&a, b"not json"));
+        assert!(!same_terms(b"{}", b"{}"));
+    }
 }

@@ -84,11 +84,9 @@ fn job_status(layout: &JobLayout) -> Result<JobStatus> {
         delta_version: None,
         delta_txn_version: None,
     };
-    if layout.remote.is_none() {
-        if let Some(delta) = crate::table::delta_status(layout)? {
-            status.delta_version = Some(delta.0);
-            status.delta_txn_version = delta.1;
-        }
+    if let Some(delta) = crate::table::delta_status(layout)? {
+        status.delta_version = Some(delta.0);
+        status.delta_txn_version = delta.1;
     }
     let Some(log) = replay.log else {
         return Ok(status);

@@ -31,17 +31,17 @@ const LOAD: &[&str] = &[
 
 /// The table as the Delta log says it is.
 #[derive(Debug, Default)]
-struct DeltaLog {
+pub struct DeltaLog {
     /// Files in the latest version: path (decoded, relative) → partition values (null
     /// as the empty string, as an empty CSV field reads).
-    files: BTreeMap<String, (Row, u64)>,
+    pub files: BTreeMap<String, (Row, u64)>,
     /// Every `txn` action in commit order: (app id, version).
-    txns: Vec<(String, i64)>,
+    pub txns: Vec<(String, i64)>,
     /// The latest version.
-    version: u64,
+    pub version: u64,
 }
 
-fn delta_log(table: &Path) -> DeltaLog {
+pub fn delta_log(table: &Path) -> DeltaLog {
     let dir = table.join("_delta_log");
     let mut commits: Vec<(u64, PathBuf)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -96,7 +96,7 @@ fn delta_log(table: &Path) -> DeltaLog {
 }
 
 /// Every row of the table's latest version; every file the log names must exist whole.
-fn delta_rows(table: &Path) -> Vec<Row> {
+pub fn delta_rows(table: &Path) -> Vec<Row> {
     let mut rows = Vec::new();
     for (path, (partition, size)) in delta_log(table).files {
         let file = table.join(&path);
@@ -109,7 +109,7 @@ fn delta_rows(table: &Path) -> Vec<Row> {
 }
 
 /// Writes order rows as a CSV file with the orders' header, quoting as CSV does.
-fn write_orders(w: &Workdir, rel: &str, rows: &[Row]) -> PathBuf {
+pub fn write_orders(w: &Workdir, rel: &str, rows: &[Row]) -> PathBuf {
     let header = "order_id,dt,ts,customer,email,country,amount,currency,note";
     let mut writer = csv::Writer::from_writer(Vec::new());
     writer.write_record(header.split(',')).unwrap();
@@ -140,7 +140,7 @@ fn expected(w: &Workdir) -> Vec<Row> {
 /// Each app's txn versions, in commit order, must be strictly rising: no checkpoint's
 /// commit was applied twice.
 #[track_caller]
-fn assert_txns_once(log: &DeltaLog, what: &str) {
+pub fn assert_txns_once(log: &DeltaLog, what: &str) {
     let mut last: BTreeMap<&str, i64> = BTreeMap::new();
     for (app, version) in &log.txns {
         if let Some(before) = last.insert(app, *version) {
@@ -426,7 +426,7 @@ fn shards_loaded_at_once_by_separate_jobs_land_every_row_once() {
 }
 
 /// One day of the orders again, amounts changed, plus a row for a day not in the table.
-fn corrected_day(w: &Workdir) -> (PathBuf, Vec<Row>) {
+pub fn corrected_day(w: &Workdir) -> (PathBuf, Vec<Row>) {
     let day = input_rows(&[w.path("orders/2026-11-27.csv")]);
     let mut rows = Vec::new();
     for (i, row) in day.iter().take(20).enumerate() {

@@ -107,7 +107,7 @@ fn crash_with_a_journaled_file(s3: &Store, w: &Workdir, inputs: &std::path::Path
 }
 
 /// No multipart upload under the test's prefix is open (listed through the S3 API).
-fn assert_no_open_uploads(s3: &Store, what: &str) {
+pub fn assert_no_open_uploads(s3: &Store, what: &str) {
     if let Some(open) = s3.check(&["uploads", s3.prefix()]) {
         assert!(open.trim().is_empty(), "{what}: uploads left open:\n{open}");
     }
@@ -289,41 +289,67 @@ fn a_load_killed_at_every_point_on_one_machine_is_finished_on_another() {
     let Some(s3) = store("table-crash") else {
         return;
     };
-    let s3 = Arc::new(s3);
+    let points: Vec<String> = all_fail_points()
+        .into_iter()
+        .filter(|p| !p.starts_with("overwrite.") && p != "mkdir.after")
+        .collect();
+    crash_matrix_on_two_machines(Arc::new(s3), &points, &[], &HIVE);
+}
+
+/// Polls a table (`s3`, the table's path) until `running` turns false, while loads run:
+/// returns how many times it looked, and what a reader was shown that it must not see.
+pub type Poll = fn(s3: Arc<Store>, table: String, running: Arc<AtomicBool>) -> (usize, Vec<String>);
+
+/// How a test reads a table of some format in the bucket.
+pub struct TableReader {
+    pub poll: Poll,
+    /// The table's rows as a reader sees them, its format's invariants checked
+    /// (`what` names the case in a failure).
+    pub rows: fn(&Store, &str, &str) -> Vec<Row>,
+}
+
+/// A Hive table: readers list it, and see every data object.
+const HIVE: TableReader = TableReader {
+    poll: poll_visibility,
+    rows: |s3, table, _| rows_in(s3, table),
+};
+
+/// The crash matrix on a table in the bucket: for every point in `points`, at hits 1
+/// and 3, machine A's load (with `extra` arguments) crashes there and machine B, sharing
+/// nothing but the bucket, finishes it; a reader polling throughout never sees what it
+/// must not, the table then holds the orders fixture exactly once, and a load again
+/// finds nothing to load.
+pub fn crash_matrix_on_two_machines(
+    s3: Arc<Store>,
+    points: &[String],
+    extra: &[&str],
+    reader: &TableReader,
+) {
     let fixtures = Workdir::new();
     let orders = fixtures.fixture("orders");
     s3.put_dir(&orders, "in");
     let inputs = s3.url("in");
     let expected = input_rows(&[orders]);
-    let points: Vec<String> = all_fail_points()
-        .into_iter()
-        .filter(|p| !p.starts_with("overwrite.") && p != "mkdir.after")
-        .collect();
     let mut crashes = 0;
-    for point in &points {
+    for point in points {
         for hit in [1, 3] {
             let rel = format!("t-{}-{hit}", point.replace('.', "-"));
             let table = s3.table(&rel);
-            let args = [
-                "-t",
-                &table,
-                "-p",
-                "dt",
-                "--checkpoint-rows",
-                "100",
-                &inputs,
-            ];
+            let mut args = vec!["-t", &table, "-p", "dt", "--checkpoint-rows", "100"];
+            args.extend(extra);
+            args.push(&inputs);
             let w = Workdir::new();
             let running = Arc::new(AtomicBool::new(true));
             let lister = {
                 let (s3, rel, running) = (s3.clone(), rel.clone(), running.clone());
-                std::thread::spawn(move || poll_visibility(s3, rel, running))
+                let poll = reader.poll;
+                std::thread::spawn(move || poll(s3, rel, running))
             };
             let spec = format!("{point}:{hit}");
             let out = s3
                 .on(&w, "machine-a")
                 .env("INGEST_FAIL_POINT", &spec)
-                .args(args)
+                .args(&args)
                 .output()
                 .unwrap();
             let crashed_here = crashed(&out);
@@ -343,7 +369,7 @@ fn a_load_killed_at_every_point_on_one_machine_is_finished_on_another() {
                 // after its last: the load itself, run again, finishes the job.
                 assert_code(
                     &s3.on(&w, "machine-b")
-                        .args(args)
+                        .args(&args)
                         .arg("--lock-wait")
                         .arg("30")
                         .output()
@@ -354,14 +380,11 @@ fn a_load_killed_at_every_point_on_one_machine_is_finished_on_another() {
             running.store(false, Ordering::Relaxed);
             let (listings, early) = lister.join().unwrap();
             assert!(listings > 0, "{spec}: the lister never listed");
-            assert!(
-                early.is_empty(),
-                "{spec}: visible before journaled: {early:?}"
-            );
-            assert_same_rows(rows_in(&s3, &rel), expected.clone(), &spec);
+            assert!(early.is_empty(), "{spec}: shown too early: {early:?}");
+            assert_same_rows((reader.rows)(&s3, &rel, &spec), expected.clone(), &spec);
             let again = s3
                 .on(&w, "machine-a")
-                .args(args)
+                .args(&args)
                 .args(["--lock-wait", "30", "--json"])
                 .output()
                 .unwrap();
@@ -592,7 +615,14 @@ fn random_sigkill_of_loads_and_recoveries_on_two_machines_loses_and_duplicates_n
     let Some(s3) = store("table-kill") else {
         return;
     };
-    let s3 = Arc::new(s3);
+    kill_loop_on_two_machines(Arc::new(s3), &[], &HIVE);
+}
+
+/// Four rounds of 20,000 orders loaded (with `extra` arguments) into a table in the
+/// bucket, with loads on machine A and recoveries on machine B killed at random
+/// moments until a load finishes; a reader polls throughout, and each table then holds
+/// every row exactly once.
+pub fn kill_loop_on_two_machines(s3: Arc<Store>, extra: &[&str], reader: &TableReader) {
     let seed = clock_seed();
     let mut rng = Rng(seed);
     let mut kills = 0;
@@ -601,30 +631,28 @@ fn random_sigkill_of_loads_and_recoveries_on_two_machines_loses_and_duplicates_n
         big_orders(&w, 20_000, &mut Rng(seed + round));
         let rel = format!("t{round}");
         let table = s3.table(&rel);
-        let load = [
-            "-t",
-            &table,
-            "-p",
-            "dt",
-            "--checkpoint-rows",
-            "1000",
-            "--lock-wait",
-            "10",
-            "orders",
-        ];
+        let probe = s3.table(&format!("{rel}-probe"));
+        let load_into = |table| {
+            let mut args = vec!["-t", table, "-p", "dt", "--checkpoint-rows", "1000"];
+            args.extend(extra);
+            args.extend(["--lock-wait", "10", "orders"]);
+            args
+        };
+        let load = load_into(&table);
         let recover = ["-t", &table, "--recover", "--lock-wait", "10"];
         // One clean run of the same size elsewhere tells how long a whole load takes.
         let clock = Instant::now();
-        let probe = s3.table(&format!("{rel}-probe"));
-        let mut probe_args = load;
-        probe_args[1] = &probe;
-        assert_code(&s3.on(&w, "probe").args(probe_args).output().unwrap(), 0);
+        assert_code(
+            &s3.on(&w, "probe").args(load_into(&probe)).output().unwrap(),
+            0,
+        );
         let full = clock.elapsed().as_millis() as u64 + 1;
 
         let running = Arc::new(AtomicBool::new(true));
         let lister = {
             let (s3, rel, running) = (s3.clone(), rel.clone(), running.clone());
-            std::thread::spawn(move || poll_visibility(s3, rel, running))
+            let poll = reader.poll;
+            std::thread::spawn(move || poll(s3, rel, running))
         };
         let mut landed = false;
         for attempt in 0..40 {
@@ -633,32 +661,9 @@ fn random_sigkill_of_loads_and_recoveries_on_two_machines_loses_and_duplicates_n
             } else {
                 ("machine-b", &recover)
             };
-            let mut child = s3
-                .on(&w, machine)
-                .args(args)
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            std::thread::sleep(Duration::from_millis(rng.below(full)));
-            if child.try_wait().unwrap().is_none() {
-                child.kill().unwrap();
-                kills += 1;
-            }
-            let out = child.wait_with_output().unwrap();
-            let code = out.status.code();
-            assert!(
-                out.status.success() || crashed(&out) || code == Some(1) || code == Some(75),
-                "seed {seed}: {}",
-                stderr(&out)
-            );
-            if code == Some(1) {
-                assert!(
-                    stderr(&out).contains("--recover"),
-                    "seed {seed}: {}",
-                    stderr(&out)
-                );
-            }
+            let (out, killed) = run_killed_at(s3.on(&w, machine).args(args), rng.below(full));
+            kills += u32::from(killed);
+            assert_killed_or_clean(&out, seed);
             if attempt % 2 == 0 && out.status.success() {
                 landed = true;
                 break;
@@ -669,19 +674,52 @@ fn random_sigkill_of_loads_and_recoveries_on_two_machines_loses_and_duplicates_n
         running.store(false, Ordering::Relaxed);
         let (listings, early) = lister.join().unwrap();
         assert!(listings > 0);
-        assert!(
-            early.is_empty(),
-            "seed {seed}: visible before journaled: {early:?}"
-        );
+        assert!(early.is_empty(), "seed {seed}: shown too early: {early:?}");
+        let what = format!("seed {seed}, round {round}");
         assert_same_rows(
-            rows_in(&s3, &rel),
+            (reader.rows)(&s3, &rel, &what),
             input_rows(&[w.path("orders")]),
-            &format!("seed {seed}, round {round}"),
+            &what,
         );
     }
     assert_no_open_uploads(&s3, &format!("seed {seed}"));
     eprintln!("random SIGKILL on a bucket: seed {seed}, {kills} kills landed mid-run");
     assert!(kills >= 2, "seed {seed}: only {kills} kills landed mid-run");
+}
+
+/// Runs `cmd`, killing it (SIGKILL) if it still runs after `ms` milliseconds; returns
+/// its output and whether the kill landed.
+pub fn run_killed_at(cmd: &mut std::process::Command, ms: u64) -> (Output, bool) {
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(ms));
+    let killed = child.try_wait().unwrap().is_none();
+    if killed {
+        child.kill().unwrap();
+    }
+    (child.wait_with_output().unwrap(), killed)
+}
+
+/// A load or recovery of a kill loop ended as one may: finished, killed, stopped
+/// saying to recover (1), or waiting out another's lease (75).
+#[track_caller]
+pub fn assert_killed_or_clean(out: &Output, seed: u64) {
+    let code = out.status.code();
+    assert!(
+        out.status.success() || crashed(out) || code == Some(1) || code == Some(75),
+        "seed {seed}: {}",
+        stderr(out)
+    );
+    if code == Some(1) {
+        assert!(
+            stderr(out).contains("--recover"),
+            "seed {seed}: {}",
+            stderr(out)
+        );
+    }
 }
 
 /// A part file larger than an upload part (8 MiB) goes up in several parts, sent

@@ -24,6 +24,8 @@ mod partition;
 mod recover;
 #[cfg(feature = "s3")]
 mod s3;
+#[cfg(all(feature = "s3", feature = "delta"))]
+mod s3_delta;
 #[cfg(feature = "s3")]
 mod s3_table;
 mod scripting;

@@ -358,6 +358,7 @@ impl Remote {
                 (CONTRACT, Some(etag)) => Mode::Replace(etag.clone()),
                 _ => Mode::Overwrite,
             };
+            let ours = (rel == CONTRACT).then(|| bytes.clone());
             match self.bucket.put(rel, bytes, mode)? {
                 Put::Done(etag) => {
                     if rel == CONTRACT {
@@ -366,11 +367,27 @@ impl Remote {
                         synced.segments.insert(rel.clone(), (etag, now[rel]));
                     }
                 }
-                Put::Conflict => bail!(
-                    "another load changed the table's contract ({}) meanwhile; run this \
-                     one again",
-                    self.bucket.url_of(rel)
-                ),
+                Put::Conflict => {
+                    // Loads that start at once on a new table (many machines, one
+                    // table) each record the contract: the first wins, and the others
+                    // take its record when its terms are theirs.
+                    let theirs = self.bucket.get(CONTRACT)?;
+                    match (theirs, ours) {
+                        (Some((theirs, Some(etag))), Some(ours))
+                            if crate::contract::same_terms(&theirs, &ours) =>
+                        {
+                            write_copy(&path, &theirs)?;
+                            synced.contract = Some(etag);
+                            synced.pushed.insert(rel.clone(), stamp(&path)?);
+                            continue;
+                        }
+                        _ => bail!(
+                            "another load changed the table's contract ({}) meanwhile; run \
+                             this one again",
+                            self.bucket.url_of(rel)
+                        ),
+                    }
+                }
             }
             synced.pushed.insert(rel.clone(), now[rel]);
         }

@@ -45,8 +45,9 @@ fn runtime() -> Result<&'static Runtime> {
 /// A Delta table's log, loaded at its latest version.
 pub struct Log {
     table: DeltaTable,
-    /// The log's local directory.
-    dir: PathBuf,
+    /// The log's directory, for a table in a directory; `None` in a bucket, where a
+    /// commit the store acknowledged is durable.
+    dir: Option<PathBuf>,
     name: String,
 }
 
@@ -57,7 +58,12 @@ pub struct Status {
     pub txn: Option<i64>,
 }
 
-fn location(layout: &JobLayout) -> Result<(url::Url, PathBuf)> {
+/// Where the table's log is: its URL for delta-rs, and, for a table in a directory,
+/// the log's directory (`None` for a table in a bucket).
+fn location(layout: &JobLayout) -> Result<(url::Url, Option<PathBuf>)> {
+    if let Some(target) = &layout.target {
+        return in_bucket(target);
+    }
     let dir = layout.table.canonicalize().with_context(|| {
         format!(
             "cannot resolve the table directory {}",
@@ -66,7 +72,18 @@ fn location(layout: &JobLayout) -> Result<(url::Url, PathBuf)> {
     })?;
     let url = url::Url::from_directory_path(&dir)
         .map_err(|()| anyhow!("{} cannot be named by a URL", dir.display()))?;
-    Ok((url, dir.join(LOG_DIR)))
+    Ok((url, Some(dir.join(LOG_DIR))))
+}
+
+#[cfg(feature = "s3")]
+fn in_bucket(target: &crate::storage::url::ObjectUrl) -> Result<(url::Url, Option<PathBuf>)> {
+    super::bucket::register()?;
+    Ok((super::bucket::table_url(target)?, None))
+}
+
+#[cfg(not(feature = "s3"))]
+fn in_bucket(target: &crate::storage::url::ObjectUrl) -> Result<(url::Url, Option<PathBuf>)> {
+    anyhow::bail!("{target}: this ingest was built without object-store support")
 }
 
 /// Opens the table's log; a table without one is an error.
@@ -76,15 +93,22 @@ pub fn open(layout: &JobLayout) -> Result<Log> {
 
 /// Opens the table's log, if it has one: a `_delta_log/` holding at least one commit
 /// (a crash while the first load created the table can leave it empty).
-fn try_open(layout: &JobLayout) -> Result<Option<Log>> {
+pub fn try_open(layout: &JobLayout) -> Result<Option<Log>> {
     let (url, dir) = location(layout)?;
-    if !has_commits(&dir)? {
-        return Ok(None);
+    if let Some(dir) = &dir {
+        if !has_commits(dir)? {
+            return Ok(None);
+        }
     }
     let name = layout.table_name();
-    let table = runtime()?
-        .block_on(async { DeltaTableBuilder::from_url(url)?.load().await })
-        .with_context(|| format!("cannot read the Delta log of {name}"))?;
+    let loaded = runtime()?.block_on(async { DeltaTableBuilder::from_url(url)?.load().await });
+    let table = match loaded {
+        Ok(table) => table,
+        // A log in a bucket is its commits, each whole or absent: without one the
+        // table has no log.
+        Err(deltalake::DeltaTableError::NotATable(_)) if dir.is_none() => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read the Delta log of {name}")),
+    };
     Ok(Some(Log { table, dir, name }))
 }
 
@@ -271,10 +295,13 @@ impl Log {
     /// Makes log version `version` durable with its name, and the checkpoint delta-rs
     /// may have written with it.
     pub fn settle_version(&self, version: u64) -> Result<()> {
-        fsutil::settle(&self.dir.join(format!("{version:020}.json")))?;
-        fsutil::settle(&self.dir.join(format!("{version:020}.checkpoint.parquet")))?;
-        fsutil::settle(&self.dir.join("_last_checkpoint"))?;
-        fsutil::settle(&self.dir)
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        fsutil::settle(&dir.join(format!("{version:020}.json")))?;
+        fsutil::settle(&dir.join(format!("{version:020}.checkpoint.parquet")))?;
+        fsutil::settle(&dir.join("_last_checkpoint"))?;
+        fsutil::settle(dir)
     }
 
     /// Makes every log file this process has not made durable yet durable, with its
@@ -285,19 +312,22 @@ impl Log {
     /// no reader can read past. The first call in a process settles the whole log; later
     /// ones only what appeared since.
     pub fn settle_log(&self) -> Result<()> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
         static SETTLED: Mutex<Option<(PathBuf, u64)>> = Mutex::new(None);
         let mut settled = SETTLED
             .lock()
             .map_err(|_| anyhow!("the Delta log's settle record is poisoned"))?;
         let through = settled
             .as_ref()
-            .filter(|(dir, _)| *dir == self.dir)
+            .filter(|(settled_dir, _)| settled_dir == dir)
             .map(|(_, v)| *v);
-        let entries = std::fs::read_dir(&self.dir)
-            .with_context(|| format!("cannot list {}", self.dir.display()))?;
+        let entries =
+            std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?;
         let mut newest = through;
         for entry in entries {
-            let entry = entry.with_context(|| format!("cannot list {}", self.dir.display()))?;
+            let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
             let name = entry.file_name();
             let name = name.to_string_lossy();
             // NNN.json and NNN.checkpoint.parquet: by version; _last_checkpoint always.
@@ -311,9 +341,9 @@ impl Log {
             }
             newest = newest.max(version);
         }
-        fsutil::settle(&self.dir)?;
+        fsutil::settle(dir)?;
         if let Some(newest) = newest {
-            *settled = Some((self.dir.clone(), newest));
+            *settled = Some((dir.clone(), newest));
         }
         Ok(())
     }

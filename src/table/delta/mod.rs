@@ -42,6 +42,8 @@
 //! in the job's journal under `TABLE/_ingest/`, which Delta readers never list.
 
 mod actions;
+#[cfg(feature = "s3")]
+mod bucket;
 mod log;
 mod schema;
 
@@ -182,15 +184,15 @@ pub fn replace_partitions(layout: &JobLayout, journal: &mut Journal, log: &RunLo
 /// the table's current version in one commit; returns (files, rows) removed. A repeat
 /// after a crash finds them gone and commits nothing.
 pub fn uncommit(layout: &JobLayout, files: &[&StagedFile]) -> Result<(u64, u64)> {
-    if !layout.table.join("_delta_log").is_dir() {
+    let Some(mut table) = log::try_open(layout)? else {
         return Ok((0, 0));
-    }
+    };
     let paths = files
         .iter()
         .filter(|f| !f.is_rejects())
         .map(|f| f.dest.clone())
         .collect();
-    log::open(layout)?.commit_removes(&paths)
+    table.commit_removes(&paths)
 }
 
 /// The table's Delta version and the job's last transaction version, if the table has

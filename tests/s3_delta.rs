@@ -1,0 +1,293 @@
+//! Delta tables in a bucket (`--target s3://… --table-format delta`) against the real
+//! store `.ci/test` starts: the crash matrix and the kill loop of `s3_table.rs`, read
+//! through the Delta log (`delta.rs`'s reader, over a download of the table), and many
+//! writers on "machines" (`INGEST_WORK_DIR`s) that share nothing but the bucket.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::crash::{big_orders, Rng};
+use crate::delta::{
+    assert_txns_once, corrected_day, delta_log, delta_rows, write_orders, DeltaLog,
+};
+use crate::s3::{store, Store};
+use crate::s3_table::{
+    assert_killed_or_clean, assert_no_open_uploads, crash_matrix_on_two_machines,
+    kill_loop_on_two_machines, run_killed_at, TableReader,
+};
+use crate::util::*;
+
+const DELTA: &[&str] = &["--table-format", "delta"];
+
+/// A Delta table: readers replay its log and read the files it names.
+const DELTA_READER: TableReader = TableReader {
+    poll: poll_log,
+    rows: delta_rows_in,
+};
+
+/// The rows of the table's latest version, read as a reader downloading it would;
+/// every file the log names must be there whole, and no `txn` applied twice.
+fn delta_rows_in(s3: &Store, table: &str, what: &str) -> Vec<Row> {
+    let copy = tempfile::tempdir().unwrap();
+    s3.download(table, copy.path());
+    assert_txns_once(&delta_log(copy.path()), what);
+    delta_rows(copy.path())
+}
+
+/// The table's log as a reader of the bucket replays it.
+fn delta_log_in(s3: &Store, table: &str) -> DeltaLog {
+    let copy = tempfile::tempdir().unwrap();
+    s3.download(
+        &format!("{table}/_delta_log"),
+        &copy.path().join("_delta_log"),
+    );
+    delta_log(copy.path())
+}
+
+/// Reads the table's log over and over while `running`: every file it names must
+/// already be in the bucket at the size it gives (listed after the log was read, so
+/// the listing cannot be early). Returns the reads, and each file named too soon.
+fn poll_log(s3: Arc<Store>, table: String, running: Arc<AtomicBool>) -> (usize, Vec<String>) {
+    let (mut reads, mut early) = (0, Vec::new());
+    while running.load(Ordering::Relaxed) {
+        let copy = tempfile::tempdir().unwrap();
+        let log = format!("{table}/_delta_log");
+        s3.download(&log, &copy.path().join("_delta_log"));
+        reads += 1;
+        if !copy.path().join("_delta_log").exists() {
+            continue;
+        }
+        let named = delta_log(copy.path()).files;
+        let listed: std::collections::BTreeMap<String, u64> = s3
+            .list(&table)
+            .into_iter()
+            .map(|(key, size)| (key[table.len() + 1..].to_string(), size))
+            .collect();
+        for (path, (_, size)) in named {
+            if listed.get(&path) != Some(&size) {
+                early.push(format!(
+                    "{path} ({size} bytes; in the bucket: {:?})",
+                    listed.get(&path)
+                ));
+            }
+        }
+    }
+    (reads, early)
+}
+
+#[test]
+fn a_delta_load_killed_at_every_point_on_one_machine_is_finished_on_another() {
+    let Some(s3) = store("delta-crash") else {
+        return;
+    };
+    let points: Vec<String> = all_fail_points()
+        .into_iter()
+        .chain(delta_fail_points())
+        .filter(|p| !p.starts_with("overwrite.") && p != "mkdir.after")
+        .collect();
+    assert!(points.iter().any(|p| p == "delta.commit.written"));
+    crash_matrix_on_two_machines(Arc::new(s3), &points, DELTA, &DELTA_READER);
+}
+
+#[test]
+fn random_sigkill_of_delta_loads_and_recoveries_on_two_machines_loses_and_duplicates_nothing() {
+    let Some(s3) = store("delta-kill") else {
+        return;
+    };
+    kill_loop_on_two_machines(Arc::new(s3), DELTA, &DELTA_READER);
+}
+
+/// Eight machines, each with its own job and working directory, load their share
+/// (`--shard I/8`) of one list of inputs in the bucket into one Delta table at once;
+/// some are killed at random, and each is finished from a second working directory
+/// (another machine). Every row lands exactly once, each job's commits once.
+#[test]
+fn eight_writers_killed_at_random_and_recovered_elsewhere_land_every_row_once() {
+    let Some(s3) = store("delta-writers") else {
+        return;
+    };
+    let s3 = Arc::new(s3);
+    const N: usize = 8;
+    let seed = clock_seed();
+    let mut rng = Rng(seed);
+    let w = Workdir::new();
+    big_orders(&w, 16_000, &mut Rng(seed));
+    let all = input_rows(&[w.path("orders")]);
+    std::fs::remove_dir_all(w.path("orders")).unwrap();
+    for (i, chunk) in all.chunks(250).enumerate() {
+        write_orders(&w, &format!("orders/part-{i:03}.csv"), chunk);
+    }
+    s3.put_dir(&w.path("orders"), "in");
+    let inputs = s3.url("in");
+    let table = s3.table("t");
+    let job = |i: usize| format!("shard-{i}");
+    let load = |i: usize, table: &str| -> Vec<String> {
+        let mut args: Vec<String> = ["-t", table, "-p", "dt", "--checkpoint-rows", "500"]
+            .into_iter()
+            .chain(DELTA.iter().copied())
+            .map(String::from)
+            .collect();
+        args.extend(["--job".into(), job(i), "--shard".into(), format!("{i}/{N}")]);
+        args.extend(["--lock-wait".into(), "30".into(), inputs.clone()]);
+        args
+    };
+    // How long one share takes alone; eight at once on this machine take longer.
+    let clock = Instant::now();
+    let probe = s3.table("probe");
+    assert_code(
+        &s3.on(&w, "probe").args(load(0, &probe)).output().unwrap(),
+        0,
+    );
+    let full = clock.elapsed().as_millis() as u64 + 1;
+
+    let running = Arc::new(AtomicBool::new(true));
+    let poller = {
+        let (s3, running) = (s3.clone(), running.clone());
+        std::thread::spawn(move || poll_log(s3, "t".into(), running))
+    };
+    // Round 1: all eight at once, every other one (at random) killed at a random moment.
+    let victims: Vec<bool> = (0..N).map(|_| rng.below(2) == 0).collect();
+    let delays: Vec<u64> = (0..N).map(|_| rng.below(2 * full)).collect();
+    let outcomes: Vec<(std::process::Output, bool)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..N)
+            .map(|i| {
+                let (s3, w, args) = (&s3, &w, load(i, &table));
+                let delay = if victims[i] { delays[i] } else { u64::MAX };
+                scope.spawn(move || {
+                    let mut cmd = s3.on(w, &format!("machine-{i}"));
+                    cmd.args(&args);
+                    if delay == u64::MAX {
+                        let out = cmd.output().unwrap();
+                        (out, false)
+                    } else {
+                        run_killed_at(&mut cmd, delay)
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut kills = 0;
+    for (i, (out, killed)) in outcomes.iter().enumerate() {
+        kills += usize::from(*killed);
+        if !victims[i] {
+            assert_code(out, 0);
+        } else {
+            assert_killed_or_clean(out, seed);
+        }
+    }
+    // Round 2: each job finished on another machine, recovery then the load again
+    // (a kill before the run's journal reached the bucket leaves nothing to recover),
+    // all eight at once.
+    std::thread::scope(|scope| {
+        for i in 0..N {
+            let (s3, w, table, args) = (&s3, &w, &table, load(i, &table));
+            scope.spawn(move || {
+                let other = format!("machine-{i}-b");
+                let recover = [
+                    "-t",
+                    table,
+                    "--job",
+                    &job(i),
+                    "--recover",
+                    "--lock-wait",
+                    "30",
+                ];
+                assert_code(&s3.run_on(w, &other, &recover), 0);
+                assert_code(&s3.on(w, &other).args(&args).output().unwrap(), 0);
+            });
+        }
+    });
+    running.store(false, Ordering::Relaxed);
+    let (reads, early) = poller.join().unwrap();
+    assert!(reads > 0);
+    assert!(
+        early.is_empty(),
+        "seed {seed}: named before whole: {early:?}"
+    );
+    let what = format!("seed {seed}: eight writers, {kills} killed");
+    assert_same_rows(delta_rows_in(&s3, "t", &what), all, &what);
+    let apps: std::collections::BTreeSet<_> = delta_log_in(&s3, "t")
+        .txns
+        .into_iter()
+        .map(|(app, _)| app)
+        .collect();
+    assert_eq!(apps.len(), N, "{what}: {apps:?}");
+    assert_no_open_uploads(&s3, &what);
+    eprintln!("eight Delta writers on a bucket: seed {seed}, {kills} kills landed mid-run");
+    assert!(
+        victims.iter().all(|v| !v) || kills > 0,
+        "{what}: no kill landed mid-run"
+    );
+}
+
+/// `--mode overwrite-partitions` on a Delta table in a bucket is one commit, as on a
+/// directory (no object store can swap a Hive partition's files at once, so a Hive table
+/// in a bucket refuses the mode): crashed at each step on one machine, it is finished
+/// on another, and readers see the old table or the new one.
+#[test]
+fn a_delta_overwrite_in_a_bucket_is_one_commit_finished_on_another_machine() {
+    let Some(s3) = store("delta-overwrite") else {
+        return;
+    };
+    let w = Workdir::new();
+    let orders = w.fixture("orders");
+    let (fix, new_rows) = corrected_day(&w);
+    s3.put_dir(&orders, "in");
+    s3.put_dir(fix.parent().unwrap(), "fix");
+    let touched: std::collections::BTreeSet<String> =
+        new_rows.iter().map(|r| r["dt"].clone()).collect();
+    let mut want: Vec<Row> = input_rows(&[orders])
+        .into_iter()
+        .filter(|r| !touched.contains(&r["dt"]))
+        .collect();
+    want.extend(new_rows);
+    for point in [
+        "delta.commit.before:1",
+        "delta.commit.written:1",
+        "run.finished.before:1",
+        "",
+    ] {
+        let rel = format!("t{}", point.replace([':', '.'], "-"));
+        let table = s3.table(&rel);
+        let args = |rows: &str, mode: &str, inputs: &str| -> Vec<String> {
+            let mut args: Vec<String> = ["-t", &table, "-p", "dt", "--checkpoint-rows", rows]
+                .into_iter()
+                .chain(DELTA.iter().copied())
+                .map(String::from)
+                .collect();
+            args.extend([
+                "--mode".into(),
+                mode.into(),
+                "--lock-wait".into(),
+                "30".into(),
+            ]);
+            args.push(s3.url(inputs));
+            args
+        };
+        let base = args("100", "append", "in");
+        assert_code(&s3.on(&w, "machine-a").args(&base).output().unwrap(), 0);
+        let before = delta_log_in(&s3, &rel).version;
+        let overwrite = args("5", "overwrite-partitions", "fix");
+        let mut cmd = s3.on(&w, "machine-a");
+        if !point.is_empty() {
+            cmd.env("INGEST_FAIL_POINT", point);
+        }
+        let out = cmd.args(&overwrite).output().unwrap();
+        if point.is_empty() {
+            assert_code(&out, 0);
+        } else {
+            assert!(crashed(&out), "{point}: {}", stderr(&out));
+            let recovered = s3.run_on(
+                &w,
+                "machine-b",
+                &["-t", &table, "--recover", "--lock-wait", "30"],
+            );
+            assert_code(&recovered, 0);
+        }
+        assert_same_rows(delta_rows_in(&s3, &rel, point), want.clone(), point);
+        let after = delta_log_in(&s3, &rel).version;
+        assert_eq!(after, before + 1, "{point}: one commit replaces them all");
+    }
+}
