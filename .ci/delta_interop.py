@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Interop check for Delta tables: readers that are not ours read what `ingest` wrote.
 
-Usage: delta_interop.py INGEST_BINARY WORKDIR
+Usage: delta_interop.py INGEST_BINARY WORKDIR [s3://BUCKET/PREFIX]
 
 The Delta project's Python package (`deltalake`) and polars (`read_delta`) read each
 table through its log; the figures they must agree on are computed here from the
-fixture files with Python's csv module, independently of ingest.
+fixture files with Python's csv module, independently of ingest. With an s3:// prefix
+the tables are written there, in the store `.ci/s3-store` started (its INGEST_TEST_S3_*
+variables), and read from there.
 """
 import collections, csv, datetime, decimal, glob, gzip, io, os, subprocess, sys
 
@@ -15,6 +17,30 @@ from readback import check, finish, rows_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 binary, work = sys.argv[1], sys.argv[2]
+base = sys.argv[3].rstrip("/") if len(sys.argv) > 3 else None
+storage = None
+if base:
+    storage = {
+        "AWS_ENDPOINT_URL": os.environ["INGEST_TEST_S3_ENDPOINT"],
+        "AWS_ACCESS_KEY_ID": os.environ["INGEST_TEST_S3_KEY_ID"],
+        "AWS_SECRET_ACCESS_KEY": os.environ["INGEST_TEST_S3_SECRET"],
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+    }
+    os.environ.update(storage, INGEST_WORK_DIR=os.path.join(work, "s3-working-copy"))
+
+
+def at(name):
+    """Where table `name` goes: under the bucket's prefix, or in WORKDIR."""
+    return f"{base}/{name}" if base else os.path.join(work, name)
+
+
+def delta_table(table):
+    return deltalake.DeltaTable(table, storage_options=storage)
+
+
+def read_delta(table):
+    return pl.read_delta(table, storage_options=storage)
 
 
 def ingest(*args, check_exit=True):
@@ -35,11 +61,11 @@ for row in expected:
 want = sorted((c, n, s) for c, (n, s) in want.items())
 
 # 1. The orders, typed, deduped, partitioned by country, one commit per 100 rows.
-table = os.path.join(work, "delta-orders")
+table = at("delta-orders")
 ingest("--target", table, "--table-format", "delta", "--partition-by", "country",
        "--dedupe-key", "order_id", "--cast", "order_id=int", "--cast", "amount=decimal(12,2)",
        "--cast", "ts=timestamp", "--cast", "dt=date", "--checkpoint-rows", "100", "--quiet", orders)
-dt = deltalake.DeltaTable(table)
+dt = delta_table(table)
 checkpoints = (len(all_rows) + 99) // 100  # a checkpoint every 100 rows read
 check("deltalake: one version per checkpoint after the table's creation", dt.version(), checkpoints)
 check("deltalake: partition columns", dt.metadata().partition_columns, ["country"])
@@ -58,7 +84,7 @@ txn = getattr(dt, "transaction_version", None)
 if txn is not None:
     check("deltalake: the job's txn version is its last checkpoint", txn("ingest:default"), checkpoints)
 
-frame = pl.read_delta(table)
+frame = read_delta(table)
 check("polars: row count", frame.height, len(expected))
 by = frame.group_by("country").agg(pl.len().alias("n"), pl.col("amount").sum().alias("s")).sort("country")
 check("polars: per-country count and sum(amount)",
@@ -71,35 +97,36 @@ check("polars: types", {k: str(frame.schema[k]) for k in ("order_id", "ts", "dt"
 nulls_csv = os.path.join(work, "nulls.csv")
 with open(nulls_csv, "w", newline="") as fh:
     fh.write("id,qty,price,day,flag,p\n1,3,1.25,2026-11-28,true,a\n2,,,,,\n3,5,,2026-11-30,false,a\n")
-nulls = os.path.join(work, "delta-nulls")
+nulls = at("delta-nulls")
 ingest("--target", nulls, "--table-format", "delta", "--partition-by", "p", "--cast", "id=int",
        "--cast", "qty=int", "--cast", "price=decimal(9,2)", "--cast", "day=date", "--cast", "flag=bool",
        "--quiet", nulls_csv)
-rows = sorted(deltalake.DeltaTable(nulls).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+rows = sorted(delta_table(nulls).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
 check("deltalake: nulls as nulls (typed columns and the partition value)", rows, [
     {"id": 1, "qty": 3, "price": decimal.Decimal("1.25"), "day": datetime.date(2026, 11, 28), "flag": True, "p": "a"},
     {"id": 2, "qty": None, "price": None, "day": None, "flag": None, "p": None},
     {"id": 3, "qty": 5, "price": None, "day": datetime.date(2026, 11, 30), "flag": False, "p": "a"},
 ])
-check("polars: nulls", pl.read_delta(nulls).sort("id")["qty"].to_list(), [3, None, 5])
+check("polars: nulls", read_delta(nulls).sort("id")["qty"].to_list(), [3, None, 5])
 
 # 3. A crashed run: readers never see a checkpoint before its commit; recovery and abort
 #    leave the log consistent for them.
-crashed = os.path.join(work, "delta-crashed")
+crashed = at("delta-crashed")
 env = dict(os.environ, INGEST_FAIL_POINT="delta.commit.before:3")
 subprocess.run([binary, "--target", crashed, "--table-format", "delta", "--partition-by", "dt",
                 "--checkpoint-rows", "100", "--quiet", orders], env=env, capture_output=True)
 check("crash before the third commit: readers see two checkpoints",
-      deltalake.DeltaTable(crashed).to_pyarrow_table().num_rows, 200)
-ingest("--target", crashed, "--recover", "--quiet")
-check("after --recover: every row once", pl.read_delta(crashed).height, len(all_rows))
+      delta_table(crashed).to_pyarrow_table().num_rows, 200)
+# A crashed load in a bucket holds its lease until it expires: wait for it.
+ingest("--target", crashed, "--recover", "--lock-wait", "120", "--quiet")
+check("after --recover: every row once", read_delta(crashed).height, len(all_rows))
 
-aborted = os.path.join(work, "delta-aborted")
+aborted = at("delta-aborted")
 env = dict(os.environ, INGEST_FAIL_POINT="checkpoint.committed.after:2")
 subprocess.run([binary, "--target", aborted, "--table-format", "delta", "--checkpoint-rows", "100",
                 "--quiet", orders], env=env, capture_output=True)
-check("crash after two commits: readers see them", pl.read_delta(aborted).height, 200)
-ingest("--target", aborted, "--abort", "--quiet")
-check("after --abort: the run's rows are out of the table", pl.read_delta(aborted).height, 0)
+check("crash after two commits: readers see them", read_delta(aborted).height, 200)
+ingest("--target", aborted, "--abort", "--lock-wait", "120", "--quiet")
+check("after --abort: the run's rows are out of the table", read_delta(aborted).height, 0)
 
-finish("delta interop")
+finish("delta interop" + (f" in {base}" if base else ""))
