@@ -345,14 +345,6 @@ impl Command {
                  --mode append, or a Delta table (--table-format delta), whose log does"
             )));
         }
-        if table_format == TableFormat::Delta
-            && cli.evolve.or(file.evolve) == Some(crate::contract::Evolve::AddColumns)
-        {
-            return Err(usage(
-                "--evolve add-columns is not supported yet for a Delta table: its schema is \
-                 fixed by its first load",
-            ));
-        }
         let mut stages = file.stages.clone();
         if !file.dedupe_key.is_empty() {
             stages.push(StageSpec::Dedupe {

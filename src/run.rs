@@ -274,7 +274,12 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     if run.options.table_format == TableFormat::Delta {
         // The Delta log holds the table's schema, which every Delta reader checks:
         // created by the first load, compared by every later one, before a row is read.
-        run.delta_txn_base = Some(delta_begin(&layout, &schema, &run.options.partition_by)?);
+        run.delta_txn_base = Some(delta_begin(
+            &layout,
+            &schema,
+            &run.options.partition_by,
+            cfg.evolve,
+        )?);
     }
     let mut journal = Journal::create(&layout, &run)?;
     made.keep();
@@ -310,12 +315,18 @@ fn delta_begin(
     layout: &JobLayout,
     schema: &crate::schema::Schema,
     partition_by: &[String],
+    evolve: crate::contract::Evolve,
 ) -> Result<i64> {
-    crate::table::delta::begin(layout, schema, partition_by)
+    crate::table::delta::begin(layout, schema, partition_by, evolve)
 }
 
 #[cfg(not(feature = "delta"))]
-fn delta_begin(_: &JobLayout, _: &crate::schema::Schema, _: &[String]) -> Result<i64> {
+fn delta_begin(
+    _: &JobLayout,
+    _: &crate::schema::Schema,
+    _: &[String],
+    _: crate::contract::Evolve,
+) -> Result<i64> {
     bail!("this ingest was built without the `delta` feature")
 }
 

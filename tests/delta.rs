@@ -514,3 +514,120 @@ fn overwrite_replaces_the_partitions_it_touches_in_one_commit_across_crashes() {
         assert_txns_once(&log, point);
     }
 }
+
+/// `--evolve add-columns` on a Delta table: the load's new trailing columns are added to
+/// the log's schema in a commit of their own before a row is read; the table's older
+/// files read them as nulls. Without the flag the load fails before reading, and a
+/// crash after the schema commit leaves a table that the recovery and readers accept.
+#[test]
+fn evolve_add_columns_widens_the_delta_schema_in_a_commit_of_its_own() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let load = |inputs: &str, extra: &[&str]| -> Vec<String> {
+        ["-t", "t", "--table-format", "delta", "-p", "dt", inputs]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let run = |args: Vec<String>| w.run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_code(&run(load("orders", &[])), 0);
+    let before = delta_log(&w.path("t"));
+    let old_rows = delta_rows(&w.path("t")).len();
+    w.write(
+        "new/2026-11-29.csv",
+        "order_id,dt,ts,customer,email,country,amount,currency,note,channel\n\
+         9001,2026-11-29,2026-11-29T08:00:00Z,A,a@x,FR,1.50,EUR,,web\n\
+         9002,2026-11-29,2026-11-29T09:00:00Z,B,b@x,DE,2.50,EUR,,\n",
+    );
+    // Without --evolve: refused before a row is read, the log unchanged.
+    let out = run(load("new", &[]));
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("--evolve add-columns"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(delta_log(&w.path("t")).version, before.version);
+
+    // Crashed before its first checkpoint's commit: the schema commit is in.
+    let evolve = load(
+        "new",
+        &["--evolve", "add-columns", "--checkpoint-rows", "1"],
+    );
+    let args: Vec<&str> = evolve.iter().map(String::as_str).collect();
+    assert!(crashed(&w.run_failing("delta.commit.before:1", &args)));
+    let widened = delta_log(&w.path("t"));
+    assert_eq!(widened.version, before.version + 1, "one schema commit");
+    assert_eq!(
+        widened.files, before.files,
+        "the schema commit adds no file"
+    );
+    let schema = last_schema(&w.path("t"));
+    assert_eq!(
+        schema.last().map(String::as_str),
+        Some("channel"),
+        "{schema:?}"
+    );
+    assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+
+    let rows = delta_rows(&w.path("t"));
+    assert_eq!(rows.len(), old_rows + 2);
+    let channels: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| r.get("channel").map(String::as_str))
+        .collect();
+    // The old files have no such column (a reader gives nulls); the new rows have it,
+    // an empty field as a null.
+    assert_eq!(channels.len(), 2, "{channels:?}");
+    assert!(
+        channels.contains(&"web") && channels.contains(&""),
+        "{channels:?}"
+    );
+    assert_txns_once(&delta_log(&w.path("t")), "after evolve");
+    // The same columns again: nothing to add, no schema commit.
+    let version = delta_log(&w.path("t")).version;
+    w.write(
+        "new/2026-11-30.csv",
+        "order_id,dt,ts,customer,email,country,amount,currency,note,channel\n\
+         9003,2026-11-30,2026-11-30T08:00:00Z,C,c@x,FR,3.50,EUR,,app\n",
+    );
+    assert_code(&run(load("new", &["--evolve", "add-columns"])), 0);
+    let log = delta_log(&w.path("t"));
+    assert_eq!(log.version, version + 1, "one commit: the checkpoint's");
+}
+
+/// The column names of the latest schema in the table's log.
+fn last_schema(table: &Path) -> Vec<String> {
+    let dir = table.join("_delta_log");
+    let mut commits: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    commits.sort();
+    let metadata = commits
+        .iter()
+        .flat_map(|p| {
+            std::fs::read_to_string(p)
+                .unwrap()
+                .lines()
+                .filter_map(|l| {
+                    serde_json::from_str::<serde_json::Value>(l)
+                        .unwrap()
+                        .get("metaData")
+                        .cloned()
+                })
+                .collect::<Vec<_>>()
+        })
+        .last()
+        .expect("a metaData action");
+    let schema: serde_json::Value =
+        serde_json::from_str(metadata["schemaString"].as_str().unwrap()).unwrap();
+    schema["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap().to_string())
+        .collect()
+}

@@ -292,6 +292,20 @@ impl Log {
         Ok(committed.version)
     }
 
+    /// Adds `fields` after the table's (a commit of their own, settled), and returns
+    /// the table at that commit. Files written before it read them as nulls.
+    pub fn add_columns(self, fields: Vec<StructField>) -> Result<Log> {
+        self.settle_log()?;
+        let Log { table, dir, name } = self;
+        let names: Vec<String> = fields.iter().map(|f| f.name().to_string()).collect();
+        let table = runtime()?
+            .block_on(table.add_columns().with_fields(fields).into_future())
+            .with_context(|| format!("cannot add the columns {} to {name}", names.join(", ")))?;
+        let widened = Log { table, dir, name };
+        widened.settle_version(widened.version())?;
+        Ok(widened)
+    }
+
     /// Makes log version `version` durable with its name, and the checkpoint delta-rs
     /// may have written with it.
     pub fn settle_version(&self, version: u64) -> Result<()> {

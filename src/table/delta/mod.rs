@@ -49,6 +49,7 @@ mod schema;
 
 use anyhow::{bail, Result};
 
+use crate::contract::Evolve;
 use crate::failpoint;
 use crate::journal::{Checkpoint, Journal, Record, RunLog, RunStarted};
 use crate::protocol::StagedFile;
@@ -70,20 +71,40 @@ pub fn txn_version(base: i64, checkpoint: u64) -> Result<i64> {
         .ok_or_else(|| anyhow::anyhow!("checkpoint {checkpoint} is past the Delta txn versions"))
 }
 
+/// Attempts at adding a load's columns to the table while other writers change its
+/// schema too: each lost race reloads the table, which then has what the winner added.
+const ADD_COLUMNS_ATTEMPTS: usize = 3;
+
 /// Before a run's journal exists: creates the table with the load's schema and
-/// partition columns, or checks that the table's agree, and returns the run's txn base
-/// (the job's last transaction version, 0 if it has none).
-pub fn begin(layout: &JobLayout, schema: &Schema, partition_by: &[String]) -> Result<i64> {
+/// partition columns, or checks that the table's agree (with `--evolve add-columns`,
+/// first adds the load's columns after the table's, in a commit of their own), and
+/// returns the run's txn base (the job's last transaction version, 0 if it has none).
+pub fn begin(
+    layout: &JobLayout,
+    schema: &Schema,
+    partition_by: &[String],
+    evolve: Evolve,
+) -> Result<i64> {
     let wanted = schema::fields(schema)?;
-    let table = log::open_or_create(layout, &wanted, partition_by)?;
-    schema::check(
-        &table.schema()?,
-        &table.partition_columns()?,
-        &wanted,
-        partition_by,
-    )
-    .map_err(|e| anyhow::anyhow!("{}: {e}", layout.table_name()))?;
-    Ok(table.txn_version(&app_id(&layout.job))?.unwrap_or(0))
+    let mut table = log::open_or_create(layout, &wanted, partition_by)?;
+    let mut attempts = 0;
+    loop {
+        let (fields, partitions) = (table.schema()?, table.partition_columns()?);
+        let Err(differs) = schema::check(&fields, &partitions, &wanted, partition_by) else {
+            return Ok(table.txn_version(&app_id(&layout.job))?.unwrap_or(0));
+        };
+        let added = schema::added(&fields, &partitions, &wanted, partition_by);
+        let (Evolve::AddColumns, Some(added)) = (evolve, added) else {
+            bail!("{}: {differs}", layout.table_name());
+        };
+        attempts += 1;
+        table = match table.add_columns(added) {
+            Ok(widened) => widened,
+            // Another writer changed the schema first: look again.
+            Err(_) if attempts < ADD_COLUMNS_ATTEMPTS => log::open(layout)?,
+            Err(e) => return Err(e),
+        };
+    }
 }
 
 /// commit, step 2 and 3: the Delta commit that makes checkpoint `checkpoint` of `run`

@@ -48,12 +48,33 @@ pub fn check(
         return Ok(());
     }
     Err(format!(
-        "the Delta table's schema differs from this load's, and a load never changes it\n  \
-         table: {}\n  load:  {}\nload the data into another table, or cast and rename its \
-         columns to the table's",
+        "the Delta table's schema differs from this load's\n  table: {}\n  load:  {}\nload \
+         the data into another table, or cast and rename its columns to the table's (a load \
+         with --evolve add-columns may add columns after the table's)",
         describe(table, table_partitions),
         describe(load, load_partitions)
     ))
+}
+
+/// The fields a load adds to the table's (`--evolve add-columns`): when the load's
+/// fields are the table's, in order with the same types, followed by new ones, and the
+/// partitioning is the same. `None` for any other difference, and for none.
+pub fn added(
+    table: &[StructField],
+    table_partitions: &[String],
+    load: &[StructField],
+    load_partitions: &[String],
+) -> Option<Vec<StructField>> {
+    let extends = table_partitions == load_partitions
+        && load.len() > table.len()
+        && check(
+            table,
+            table_partitions,
+            &load[..table.len()],
+            load_partitions,
+        )
+        .is_ok();
+    extends.then(|| load[table.len()..].to_vec())
 }
 
 fn describe(fields: &[StructField], partitions: &[String]) -> String {
@@ -163,5 +184,54 @@ mod tests {
         assert!(check(&swapped, &p, &load, &p).is_err());
         assert!(check(&load, &[], &load, &p).is_err());
         assert!(check(&load[..1], &p, &load, &p).is_err());
+    }
+
+    #[test]
+    fn only_columns_after_the_tables_are_added() {
+        let table = fields(&schema(&[
+            ("id", ColumnType::Int),
+            ("c", ColumnType::String),
+        ]))
+        .unwrap();
+        let p = vec!["c".to_string()];
+        let wider = fields(&schema(&[
+            ("id", ColumnType::Int),
+            ("c", ColumnType::String),
+            ("note", ColumnType::String),
+            ("qty", ColumnType::Int),
+        ]))
+        .unwrap();
+        let names = |f: Option<Vec<StructField>>| {
+            f.map(|f| f.iter().map(|f| f.name().to_string()).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            names(added(&table, &p, &wider, &p)),
+            Some(vec!["note".to_string(), "qty".to_string()])
+        );
+        assert_eq!(names(added(&table, &p, &table, &p)), None, "nothing to add");
+        assert_eq!(
+            names(added(&table, &p, &wider, &[])),
+            None,
+            "other partitioning"
+        );
+        assert_eq!(names(added(&wider, &p, &table, &p)), None, "fewer columns");
+        let retyped = fields(&schema(&[
+            ("id", ColumnType::String),
+            ("c", ColumnType::String),
+            ("note", ColumnType::String),
+        ]))
+        .unwrap();
+        assert_eq!(
+            names(added(&table, &p, &retyped, &p)),
+            None,
+            "a changed type"
+        );
+        let inserted = fields(&schema(&[
+            ("id", ColumnType::Int),
+            ("note", ColumnType::String),
+            ("c", ColumnType::String),
+        ]))
+        .unwrap();
+        assert_eq!(names(added(&table, &p, &inserted, &p)), None, "not after");
     }
 }
