@@ -533,6 +533,55 @@ fn of_two_processes_racing_for_a_lease_one_loads_and_the_other_exits_75() {
     assert_eq!(rows_in(&s3, "t").len(), 913);
 }
 
+/// Loads of two jobs started at once on a new table in the bucket each record the
+/// table's contract: with the same terms both load (the second takes the first's
+/// record), with different ones exactly one does (whether they raced or not), and the
+/// table keeps the winner's terms.
+#[test]
+fn first_loads_of_two_jobs_at_once_share_an_equal_contract_and_refuse_a_different_one() {
+    let Some(s3) = store("table-contract-race") else {
+        return;
+    };
+    let w = Workdir::new();
+    let orders = w.fixture("orders");
+    for round in 0..4 {
+        for same in [true, false] {
+            let table = s3.table(&format!("t-{round}-{same}"));
+            let partitioning = |job: &str| if same || job == "a" { "dt" } else { "country" };
+            let outs: Vec<Output> = std::thread::scope(|scope| {
+                let handles: Vec<_> = ["a", "b"]
+                    .map(|job| {
+                        let (s3, w, table, orders) = (&s3, &w, &table, &orders);
+                        scope.spawn(move || {
+                            s3.on(w, &format!("machine-{job}"))
+                                .args(["-t", table, "--job", job, "-p", partitioning(job)])
+                                .arg(orders)
+                                .output()
+                                .unwrap()
+                        })
+                    })
+                    .into_iter()
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let loaded = outs.iter().filter(|o| o.status.success()).count();
+            let what = format!("round {round}, same terms: {same}");
+            if same {
+                assert_eq!(loaded, 2, "{what}: {}", stderr(&outs[1]));
+            } else {
+                assert_eq!(loaded, 1, "{what}: both loaded");
+                let loser = outs.iter().find(|o| !o.status.success()).unwrap();
+                assert_code(loser, 1);
+                assert!(
+                    stderr(loser).contains("contract"),
+                    "{what}: {}",
+                    stderr(loser)
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn an_interrupted_run_in_a_bucket_is_aborted_from_another_machine() {
     let Some(s3) = store("table-abort") else {
