@@ -631,3 +631,49 @@ fn last_schema(table: &Path) -> Vec<String> {
         .map(|f| f["name"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// Two jobs whose loads add the same column start at once on one Delta table: the one
+/// that loses the race for the schema commit reloads the table, finds the column there
+/// and loads (five rounds, so that the two race at least once in practice).
+#[test]
+fn two_loads_adding_the_same_column_at_once_both_load_and_the_column_is_added_once() {
+    for round in 0..5 {
+        let w = Workdir::new();
+        w.fixture("orders");
+        let base = ["-t", "t", "--table-format", "delta", "-p", "dt", "orders"];
+        assert_code(&w.run(&base), 0);
+        let header = "order_id,dt,ts,customer,email,country,amount,currency,note,channel";
+        for job in ["a", "b"] {
+            w.write(
+                &format!("{job}/2026-11-29.csv"),
+                format!("{header}\n9{round}{},2026-11-29,2026-11-29T08:00:00Z,A,a@x,FR,1.50,EUR,,{job}\n", job.len()),
+            );
+        }
+        let children: Vec<_> = ["a", "b"]
+            .map(|job| {
+                w.cmd()
+                    .args(["-t", "t", "--table-format", "delta", "-p", "dt"])
+                    .args(["--evolve", "add-columns", "--job", job, job])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .into_iter()
+            .collect();
+        for child in children {
+            assert_code(&child.wait_with_output().unwrap(), 0);
+        }
+        let schema = last_schema(&w.path("t"));
+        assert_eq!(
+            schema.iter().filter(|c| *c == "channel").count(),
+            1,
+            "round {round}: {schema:?}"
+        );
+        let channels: Vec<String> = delta_rows(&w.path("t"))
+            .into_iter()
+            .filter_map(|r| r.get("channel").cloned())
+            .collect();
+        assert_eq!(channels.len(), 2, "round {round}: {channels:?}");
+    }
+}
