@@ -165,21 +165,28 @@ pub(crate) fn upload_lister(bucket: &str) -> Result<UploadLister> {
     Ok(UploadLister { base, region, http })
 }
 
+/// Retries of a failed request, and the time they may take in all: bounded, so that an
+/// unreachable endpoint fails the run in seconds, not minutes, while a store that is
+/// briefly throttling (503 SlowDown) is still ridden out. (The Delta log's client,
+/// `table/delta/bucket.rs`, is configured alike.)
+pub(crate) const MAX_RETRIES: usize = 5;
+pub(crate) const RETRY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a connection may take to open.
+pub(crate) const CONNECT_TIMEOUT: &str = "10 seconds";
+
 /// The client configuration for `bucket`: the environment, bounded retries and connect.
 fn builder(bucket: &str) -> AmazonS3Builder {
-    // Bounded: an unreachable endpoint fails the run in seconds, not minutes, while a
-    // store that is briefly throttling (503 SlowDown) is still ridden out.
     let retry = RetryConfig {
         backoff: BackoffConfig::default(),
-        max_retries: 5,
-        retry_timeout: Duration::from_secs(60),
+        max_retries: MAX_RETRIES,
+        retry_timeout: RETRY_TIMEOUT,
     };
     AmazonS3Builder::from_env()
         .with_bucket_name(bucket)
         .with_retry(retry)
         .with_config(
             AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
-            "10 seconds",
+            CONNECT_TIMEOUT,
         )
 }
 

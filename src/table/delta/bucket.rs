@@ -12,7 +12,6 @@
 //! registries; `register` adds `s3://` to both, once.
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use deltalake::logstore::{
@@ -67,21 +66,21 @@ impl ObjectStoreFactory for S3Stores {
     }
 }
 
-/// The client for `bucket`, configured as `storage/s3.rs` configures its own: bounded
-/// retries and connect time, and conditional puts (If-None-Match) for the commits.
+/// The client for `bucket`, configured as `storage/s3.rs` configures its own (the same
+/// bounds on retries and connect time, in that object_store version's types), and with
+/// conditional puts (If-None-Match) for the commits.
 fn client(bucket: &str) -> object_store_delta::Result<object_store_delta::aws::AmazonS3> {
+    use crate::storage::s3::{CONNECT_TIMEOUT, MAX_RETRIES, RETRY_TIMEOUT};
     let retry = RetryConfig {
         backoff: BackoffConfig::default(),
-        max_retries: 5,
-        retry_timeout: Duration::from_secs(60),
+        max_retries: MAX_RETRIES,
+        retry_timeout: RETRY_TIMEOUT,
     };
+    let connect = AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout);
     AmazonS3Builder::from_env()
         .with_bucket_name(bucket)
         .with_retry(retry)
-        .with_config(
-            AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
-            "10 seconds",
-        )
+        .with_config(connect, CONNECT_TIMEOUT)
         .with_conditional_put(S3ConditionalPut::ETagMatch)
         .build()
 }
