@@ -394,6 +394,45 @@ impl RecordBatch {
         self.retain(&keep);
     }
 
+    /// Moves records `at..` into `tail` (emptied first): a source batch cut where a
+    /// checkpoint barrier falls. For batches as the source builds them: no view, no
+    /// added column, no rejects.
+    pub fn split_off(&mut self, at: usize, tail: &mut RecordBatch) {
+        debug_assert!(self.view.is_none() && self.added.is_empty() && self.rejects.is_empty());
+        tail.reset(self.ncols);
+        if at >= self.len() {
+            return;
+        }
+        let first = at * self.ncols;
+        let base = if first == 0 { 0 } else { self.ends[first - 1] };
+        tail.data.extend_from_slice(&self.data[base..]);
+        tail.ends
+            .extend(self.ends[first..].iter().map(|end| end - base));
+        if let Some(nulls) = &mut self.nulls {
+            tail.nulls = Some(nulls.split_off(first));
+        }
+        tail.lines.extend_from_slice(&self.lines[at..]);
+        tail.inputs.extend_from_slice(&self.inputs[at..]);
+        self.data.truncate(base);
+        self.ends.truncate(first);
+        self.lines.truncate(at);
+        self.inputs.truncate(at);
+    }
+
+    /// Adds `delta` to every record's line: a chunk parsed on its own counts lines from
+    /// its first byte, and learns what precedes it only once the chunks before it are in.
+    pub fn shift_lines(&mut self, delta: u64) {
+        if delta == 0 {
+            return;
+        }
+        for line in &mut self.lines {
+            *line += delta;
+        }
+        for reject in &mut self.rejects {
+            reject.line += delta;
+        }
+    }
+
     /// Keeps only the records for which `keep[row]` is true, compacting in place.
     pub fn retain(&mut self, keep: &[bool]) {
         debug_assert_eq!(keep.len(), self.len());
@@ -504,6 +543,31 @@ pub enum Msg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_split_batch_keeps_every_record_once_in_order() {
+        for at in 0..=4 {
+            let mut batch = RecordBatch::new(2);
+            for i in 0..4u64 {
+                let (a, b) = (format!("a{i}"), format!("bb{i}"));
+                batch.push([a.as_bytes(), b.as_bytes()], 7, 10 + i);
+            }
+            let whole = rows(&batch);
+            let mut tail = RecordBatch::new(5);
+            tail.push_cell(Some(b"stale"));
+            batch.split_off(at, &mut tail);
+            assert_eq!(tail.width(), 2);
+            let mut joined = rows(&batch);
+            joined.extend(rows(&tail));
+            assert_eq!(joined, whole, "split at {at}");
+            assert_eq!(batch.len(), at);
+            let lines: Vec<u64> = (0..tail.len()).map(|r| tail.line(r)).collect();
+            assert_eq!(lines, (10 + at as u64..14).collect::<Vec<_>>());
+            assert!((0..tail.len()).all(|r| tail.input(r) == 7));
+            tail.shift_lines(100);
+            assert!((0..tail.len()).all(|r| tail.line(r) == 110 + (at + r) as u64));
+        }
+    }
 
     fn rows(b: &RecordBatch) -> Vec<Vec<Option<String>>> {
         (0..b.len())

@@ -58,6 +58,11 @@ pub struct Cli {
     #[arg(long, value_name = "SECONDS")]
     pub lock_wait: Option<u64>,
 
+    /// Threads that parse inputs at once (large CSV files in chunks) [default: the cores
+    /// available]; the rows committed never depend on it
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub threads: Option<u64>,
+
     /// Progress bar on stderr: auto (only on a terminal), always, never
     #[arg(long, value_enum, default_value_t = ProgressMode::Auto, value_name = "WHEN")]
     pub progress: ProgressMode,

@@ -48,6 +48,13 @@ pub struct Common {
     pub progress: ProgressMode,
     /// How long to wait for the job's lock; `None` fails at once (exit 75).
     pub lock_wait: Option<Duration>,
+    /// Threads parsing inputs at once (`--threads`).
+    pub threads: usize,
+}
+
+/// The cores this process may run on (its CPU affinity, as `taskset` sets it).
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 /// A load: where, what, and how.
@@ -264,6 +271,7 @@ impl Command {
             json: cli.json,
             progress: cli.progress,
             lock_wait: cli.lock_wait.map(Duration::from_secs),
+            threads: cli.threads.map_or_else(default_threads, |n| n as usize),
         };
         if cli.status {
             return Ok(Command::Status(common, job));

@@ -45,6 +45,8 @@ pub struct Spec<'a> {
     pub max_errors: u64,
     /// Bad rows the completed checkpoints already sent to the rejects.
     pub rejects_before: u64,
+    /// Threads parsing at once (`--threads`).
+    pub threads: usize,
 }
 
 /// A stage with the id its snapshots are filed under.
@@ -129,6 +131,7 @@ pub fn validate(layout: &JobLayout, run: &RunStarted, columns: &[String]) -> Res
         counters: Arc::default(),
         max_errors: run.options.max_errors,
         rejects_before: 0,
+        threads: 1,
     };
     let (_, schema) = build_stages(&spec)?;
     sink_for(&spec, &schema, 1)?;
@@ -152,6 +155,7 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
         delimiter: run.options.delimiter,
         drop_new_keys: run.options.json_new_keys == crate::config::NewKeys::Drop,
         checkpoint_rows: run.options.checkpoint_rows,
+        threads: spec.threads,
         first_checkpoint,
         resume: spec.resume.map(|c| c.position.clone()),
         counters: spec.counters.clone(),

@@ -222,6 +222,7 @@ pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> 
             counters: progress.counters.clone(),
             max_errors: max_errors.unwrap_or(log.started.options.max_errors),
             rejects_before: log.checkpoints.iter().map(|c| c.rejects).sum(),
+            threads: common.threads,
         };
         let outcome = pipeline::execute(spec, &mut journal);
         rows_here = progress

@@ -295,6 +295,7 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         counters: progress.counters.clone(),
         max_errors: run.options.max_errors,
         rejects_before: 0,
+        threads: common.threads,
     };
     let outcome = pipeline::execute(spec, &mut journal);
     let rows_here = progress

@@ -20,6 +20,7 @@ mod load;
 mod manifest;
 mod operator;
 mod overwrite;
+mod parallel;
 mod partition;
 mod recover;
 #[cfg(feature = "s3")]

@@ -12,13 +12,22 @@ pub type Row = BTreeMap<String, String>;
 /// A temporary directory holding copies of fixtures and the tables a test makes.
 pub struct Workdir {
     pub dir: tempfile::TempDir,
+    /// Variables every command of this directory runs with.
+    env: Vec<(String, String)>,
 }
 
 impl Workdir {
     pub fn new() -> Workdir {
         Workdir {
             dir: tempfile::tempdir().expect("temp dir"),
+            env: Vec::new(),
         }
+    }
+
+    /// Runs every command with `key=value` too.
+    pub fn with_env(mut self, key: &str, value: &str) -> Workdir {
+        self.env.push((key.to_string(), value.to_string()));
+        self
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -50,6 +59,7 @@ impl Workdir {
             }
         }
         cmd.current_dir(self.dir.path());
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd
     }
 

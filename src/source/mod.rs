@@ -2,9 +2,11 @@
 //! every `checkpoint_rows` records and at the end, each carrying the exact position to
 //! resume from. Its acknowledgement of barrier n is that position.
 
+mod chunk;
 mod content_hash;
 pub mod discover;
 pub mod jsonl;
+mod parallel;
 mod quotes;
 pub mod reader;
 
@@ -150,6 +152,8 @@ pub struct SourcePlan {
     /// JSON lines: ignore keys that are not columns (`--json-new-keys drop`).
     pub drop_new_keys: bool,
     pub checkpoint_rows: u64,
+    /// Threads parsing at once (`--threads`): 1 reads every input on the source thread.
+    pub threads: usize,
     /// The first barrier's checkpoint number.
     pub first_checkpoint: u64,
     /// Where to start; `None` for the beginning of the first input.
@@ -160,7 +164,8 @@ pub struct SourcePlan {
 /// The source's side of the pipeline: its channels and its count of checkpoints.
 struct Emitter {
     out: SyncSender<Msg>,
-    spares: Spares,
+    /// Shared with the chunk workers, which fill batches too.
+    spares: Arc<std::sync::Mutex<Spares>>,
     acks: Sender<Ack>,
     checkpoint: u64,
     rows_since_barrier: u64,
@@ -177,8 +182,16 @@ impl Emitter {
         plan.counters
             .rows
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
-        let full = std::mem::replace(batch, self.spares.take(plan.columns.len()));
+        let full = std::mem::replace(batch, self.spare(plan.columns.len()));
         self.send(Msg::Batch(full))
+    }
+
+    /// An empty batch: a recycled one if any is waiting.
+    fn spare(&self, ncols: usize) -> RecordBatch {
+        self.spares
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take(ncols)
     }
 
     fn send(&self, msg: Msg) -> Result<()> {
@@ -211,6 +224,9 @@ impl Emitter {
 
 /// Runs the source until the final barrier, until `cancel` is set, or until a signal
 /// asks to stop (then it emits one more barrier first, so everything read is committed).
+/// With more than one thread, large CSV inputs are parsed by a pool of workers in
+/// chunks and put back in order (`parallel.rs`); the rows, barriers and positions are
+/// the same as one thread's.
 pub fn run(
     plan: SourcePlan,
     out: SyncSender<Msg>,
@@ -218,78 +234,206 @@ pub fn run(
     acks: Sender<Ack>,
     cancel: Arc<AtomicBool>,
 ) -> Result<()> {
-    let ncols = plan.columns.len();
-    let counters = &plan.counters;
-    let mut emit = Emitter {
-        out,
-        spares,
-        acks,
-        checkpoint: plan.first_checkpoint,
-        rows_since_barrier: 0,
-        rows_read: 0,
-        done: Vec::new(),
+    let mut source = Source {
+        emit: Emitter {
+            out,
+            spares: Arc::new(std::sync::Mutex::new(spares)),
+            acks,
+            checkpoint: plan.first_checkpoint,
+            rows_since_barrier: 0,
+            rows_read: 0,
+            done: Vec::new(),
+        },
+        batch: RecordBatch::new(plan.columns.len()),
+        bytes_before: 0,
+        cancel,
+        plan: &plan,
     };
-    let mut batch = RecordBatch::new(ncols);
-    let mut mapping = Vec::with_capacity(ncols);
-    let start = plan.resume.clone().unwrap_or(Position {
-        input: 0,
+    let stopped = if plan.threads > 1 {
+        parallel::read_all(&mut source)?
+    } else {
+        source.read_all()?
+    };
+    if let Some(stopped) = stopped {
+        return Err(stopped.into());
+    }
+    source.flush()?;
+    let end = Position {
+        input: plan.inputs.len(),
         offset: 0,
         lines: 0,
         prefix_hash: String::new(),
-    });
-    let mut bytes_before: u64 = plan.inputs.iter().take(start.input).map(|i| i.size).sum();
+    };
+    source.emit.barrier(end, true)
+}
 
-    for (index, input) in plan.inputs.iter().enumerate().skip(start.input) {
-        if let Some(signal) = signals::requested() {
-            // Between two inputs: commit what was read, resume at this input's start.
-            emit.flush(&mut batch, &plan)?;
-            let here = Position {
-                input: index,
-                offset: 0,
-                lines: 0,
-                prefix_hash: String::new(),
-            };
-            emit.barrier(here, false)?;
-            return Err(Stopped {
-                signal,
-                detail: String::new(),
+/// An input's columns, as its header gives them.
+#[derive(Clone)]
+pub struct Columns {
+    /// Fields the header has: every record must have as many.
+    pub header_len: usize,
+    /// For each table column, the index of the input field that holds it.
+    pub mapping: Arc<Vec<usize>>,
+}
+
+impl Columns {
+    fn identity(&self) -> bool {
+        self.mapping.iter().enumerate().all(|(i, &m)| i == m)
+    }
+}
+
+/// An input opened for reading: its header read and checked (and, for the input a
+/// resume starts in, its loaded prefix read again and proven unchanged).
+pub enum Opened {
+    Reading(Box<InputReader>, Columns),
+    /// No header: an empty input, whose hash is this.
+    Empty(u128),
+}
+
+/// Where reading input `index` begins: where the run resumes, or its first byte.
+fn input_start(plan: &SourcePlan, index: usize) -> Position {
+    match &plan.resume {
+        Some(resume) if resume.input == index => resume.clone(),
+        _ => Position {
+            input: index,
+            offset: 0,
+            lines: 0,
+            prefix_hash: String::new(),
+        },
+    }
+}
+
+/// Opens input `index`, reads its header, and moves to where reading begins.
+pub fn open(plan: &SourcePlan, index: usize) -> Result<Opened> {
+    let input = &plan.inputs[index];
+    let mut reader = InputReader::open_input(input, plan.delimiter)?
+        .with_json_columns(&plan.columns, plan.drop_new_keys);
+    let Some(header) = read_header(&mut reader)? else {
+        return Ok(Opened::Empty(reader.hash()));
+    };
+    let mut mapping = Vec::with_capacity(plan.columns.len());
+    map_columns(&plan.columns, &header, &mut mapping).with_context(|| {
+        format!(
+            "{}:{}: the header does not match the table",
+            reader.name(),
+            1
+        )
+    })?;
+    let start = input_start(plan, index);
+    if start.offset > 0 {
+        reader.resume_at(start.offset, start.lines, &start.prefix_hash)?;
+    }
+    Ok(Opened::Reading(
+        Box::new(reader),
+        Columns {
+            header_len: header.len(),
+            mapping: Arc::new(mapping),
+        },
+    ))
+}
+
+/// The source's state while it reads: its channels, the batch it fills, progress.
+pub struct Source<'a> {
+    emit: Emitter,
+    batch: RecordBatch,
+    /// Bytes of the inputs before the current one, for progress.
+    bytes_before: u64,
+    cancel: Arc<AtomicBool>,
+    plan: &'a SourcePlan,
+}
+
+impl Source<'_> {
+    /// Reads every input in order on this thread; `Some` when a signal stopped it.
+    fn read_all(&mut self) -> Result<Option<Stopped>> {
+        let plan = self.plan;
+        let first = plan.resume.as_ref().map_or(0, |p| p.input);
+        self.bytes_before = plan.inputs.iter().take(first).map(|i| i.size).sum();
+        for index in first..plan.inputs.len() {
+            if let Some(stopped) = self.stop_before_input(index)? {
+                return Ok(Some(stopped));
             }
-            .into());
+            plan.counters.set_file(&plan.inputs[index].path);
+            let (mut reader, columns) = match open(plan, index)? {
+                Opened::Empty(hash) => {
+                    self.input_done(index, hash);
+                    continue;
+                }
+                Opened::Reading(reader, columns) => (reader, columns),
+            };
+            if let Some(stopped) = self.read_records(&mut reader, index, &columns, None)? {
+                return Ok(Some(stopped));
+            }
+            self.check_whole(index, reader.offset())?;
+            self.input_done(index, reader.hash());
         }
-        let mut reader = InputReader::open_input(input, plan.delimiter)?
-            .with_json_columns(&plan.columns, plan.drop_new_keys);
-        counters.set_file(&input.path);
-        let Some(header) = read_header(&mut reader)? else {
-            emit.done.push(InputDone {
-                input: index,
-                hash: hash_hex(reader.hash()),
-            });
-            bytes_before += input.size;
-            continue;
+        Ok(None)
+    }
+
+    /// Between two inputs: when a signal asks to stop, commits what was read and stops,
+    /// to resume where input `index` begins.
+    fn stop_before_input(&mut self, index: usize) -> Result<Option<Stopped>> {
+        let Some(signal) = signals::requested() else {
+            return Ok(None);
         };
-        map_columns(&plan.columns, &header, &mut mapping).with_context(|| {
-            format!(
-                "{}:{}: the header does not match the table",
-                reader.name(),
-                1
-            )
-        })?;
-        let identity = mapping.iter().enumerate().all(|(i, &m)| i == m);
-        if index == start.input && start.offset > 0 {
-            reader.resume_at(start.offset, start.lines, &start.prefix_hash)?;
+        self.flush()?;
+        self.emit.barrier(input_start(self.plan, index), false)?;
+        Ok(Some(Stopped {
+            signal,
+            detail: String::new(),
+        }))
+    }
+
+    /// An input read to its end must have the size it had when the run began.
+    fn check_whole(&self, index: usize, read: u64) -> Result<()> {
+        let input = &self.plan.inputs[index];
+        if !reader::is_compressed(&input.path) && read != input.size {
+            bail!(
+                "input {} changed while it was being read ({} bytes when the run began, {} read)",
+                input.path,
+                input.size,
+                read
+            );
         }
+        Ok(())
+    }
+
+    fn input_done(&mut self, index: usize, hash: u128) {
+        self.emit.done.push(InputDone {
+            input: index,
+            hash: hash_hex(hash),
+        });
+        self.bytes_before += self.plan.inputs[index].size;
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.emit.flush(&mut self.batch, self.plan)
+    }
+
+    /// Reads records of input `index` from `reader` until its end, or with `stop` until
+    /// the first record boundary at or after that offset. `Some` when a signal stopped
+    /// it (after a barrier at the last record read).
+    fn read_records(
+        &mut self,
+        reader: &mut InputReader,
+        index: usize,
+        columns: &Columns,
+        stop: Option<u64>,
+    ) -> Result<Option<Stopped>> {
+        let plan = self.plan;
+        let identity = columns.identity();
         let position = |reader: &InputReader| Position {
             input: index,
             offset: reader.offset(),
             lines: reader.lines(),
             prefix_hash: reader.position_hash(),
         };
-        while reader.read_record()? {
+        while stop.is_none_or(|stop| reader.offset() < stop) && reader.read_record()? {
+            let batch = &mut self.batch;
             let bad = match reader.invalid() {
                 Some(why) => Some(why),
-                None if reader.len() != header.len() => Some(format!(
+                None if reader.len() != columns.header_len => Some(format!(
                     "expected {} fields as in the header, found {}",
-                    header.len(),
+                    columns.header_len,
                     reader.len()
                 )),
                 None => None,
@@ -305,7 +449,7 @@ pub fn run(
                     record,
                 });
             } else if reader.has_nulls() {
-                for &m in &mapping {
+                for &m in columns.mapping.iter() {
                     batch.push_cell(reader.cell(m));
                 }
                 batch.end_row(index as u32, reader.record_line());
@@ -314,56 +458,52 @@ pub fn run(
                 batch.push_fields(bytes, ends, index as u32, reader.record_line());
             } else {
                 batch.push(
-                    mapping.iter().map(|&m| reader.field(m)),
+                    columns.mapping.iter().map(|&m| reader.field(m)),
                     index as u32,
                     reader.record_line(),
                 );
             }
-            emit.rows_read += 1;
-            emit.rows_since_barrier += 1;
-            let at_barrier = emit.rows_since_barrier == plan.checkpoint_rows;
-            if batch.len() >= BATCH_ROWS || at_barrier {
-                if cancel.load(Ordering::Relaxed) {
-                    bail!("the pipeline stopped");
-                }
-                counters
-                    .bytes
-                    .store(bytes_before + reader.raw_bytes(), Ordering::Relaxed);
-                emit.flush(&mut batch, &plan)?;
+            self.emit.rows_read += 1;
+            self.emit.rows_since_barrier += 1;
+            let at_barrier = self.emit.rows_since_barrier == plan.checkpoint_rows;
+            if self.batch.len() >= BATCH_ROWS || at_barrier {
+                self.progress(reader.raw_bytes())?;
+                self.flush()?;
                 if at_barrier {
-                    emit.barrier(position(&reader), false)?;
-                } else if let Some(signal) = signals::requested() {
-                    emit.barrier(position(&reader), false)?;
-                    return Err(Stopped {
-                        signal,
-                        detail: String::new(),
-                    }
-                    .into());
+                    self.emit.barrier(position(reader), false)?;
+                } else if let Some(stopped) = self.stop_requested(|| position(reader))? {
+                    return Ok(Some(stopped));
                 }
             }
         }
-        if !reader::is_compressed(&input.path) && reader.offset() != input.size {
-            bail!(
-                "input {} changed while it was being read ({} bytes when the run began, {} read)",
-                input.path,
-                input.size,
-                reader.offset()
-            );
-        }
-        emit.done.push(InputDone {
-            input: index,
-            hash: hash_hex(reader.hash()),
-        });
-        bytes_before += input.size;
+        Ok(None)
     }
-    emit.flush(&mut batch, &plan)?;
-    let end = Position {
-        input: plan.inputs.len(),
-        offset: 0,
-        lines: 0,
-        prefix_hash: String::new(),
-    };
-    emit.barrier(end, true)
+
+    /// Fails when the pipeline was cancelled; records progress (`read` bytes of the
+    /// current input).
+    fn progress(&self, read: u64) -> Result<()> {
+        if self.cancel.load(Ordering::Relaxed) {
+            bail!("the pipeline stopped");
+        }
+        self.plan
+            .counters
+            .bytes
+            .store(self.bytes_before + read, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// After a batch: when a signal asks to stop, a barrier at `here` (everything read is
+    /// sent), and the stop.
+    fn stop_requested(&mut self, here: impl FnOnce() -> Position) -> Result<Option<Stopped>> {
+        let Some(signal) = signals::requested() else {
+            return Ok(None);
+        };
+        self.emit.barrier(here(), false)?;
+        Ok(Some(Stopped {
+            signal,
+            detail: String::new(),
+        }))
+    }
 }
 
 /// For each table column, the index of the input field that holds it.

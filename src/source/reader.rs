@@ -48,6 +48,9 @@ pub struct InputReader {
     utf8: Utf8Check,
     offset: u64,
     hasher: ContentHash,
+    /// False for a chunk parsed apart from the rest of its input: whoever put the chunks
+    /// back in order hashes the bytes (`parallel.rs`).
+    hashing: bool,
     core: csv_core::Reader,
     delimiter: u8,
     fields: Vec<u8>,
@@ -63,6 +66,9 @@ pub struct InputReader {
     next_quote: usize,
     /// Why the current record's quoting is malformed.
     malformed: Option<String>,
+    /// The current record was ended by the end of the stream, not by a line end: in a
+    /// chunk that stops before the input does, it may go on in the bytes after.
+    ended_by_eof: bool,
     /// Set for a JSON lines input.
     jsonl: Option<JsonLines>,
 }
@@ -296,17 +302,80 @@ impl InputReader {
 
     fn open_with(path: &Path, etag: Option<&str>, delimiter: u8) -> Result<InputReader> {
         let raw = Arc::new(AtomicU64::new(0));
-        let mut reader = InputReader {
-            name: path.display().to_string(),
-            inner: open_counted(path, etag, 0, raw.clone())?,
+        let inner = open_counted(path, etag, 0, raw.clone())?;
+        let mut reader =
+            InputReader::open_with_inner(&path.display().to_string(), inner, etag, delimiter);
+        reader.raw = raw;
+        reader.fill()?;
+        if reader.buf[reader.start..reader.end].starts_with(UTF8_BOM) {
+            reader.consume(UTF8_BOM.len());
+        }
+        Ok(reader)
+    }
+
+    /// A CSV reader over `bytes`, which lie at stream position `at` of the input `name`
+    /// and begin at a record boundary: a chunk of a large input, parsed on its own. Lines
+    /// count from 1 at its first byte; nothing is hashed.
+    pub fn over_chunk(
+        name: &str,
+        bytes: impl AsRef<[u8]> + Send + 'static,
+        at: u64,
+        delimiter: u8,
+    ) -> Result<InputReader> {
+        let mut reader = InputReader::open_with_inner(
+            name,
+            Box::new(std::io::Cursor::new(bytes)),
+            None,
+            delimiter,
+        );
+        reader.offset = at;
+        reader.hashing = false;
+        reader.jsonl = None;
+        reader.fill()?;
+        Ok(reader)
+    }
+
+    /// Opens a CSV input to go on reading at `offset` (a record boundary after its
+    /// header), where the stream has `lines` lines behind it hashing to `hasher`.
+    pub(super) fn open_at(
+        input: &Fingerprint,
+        delimiter: u8,
+        offset: u64,
+        lines: u64,
+        hasher: ContentHash,
+    ) -> Result<InputReader> {
+        let path = Path::new(&input.path);
+        let raw = Arc::new(AtomicU64::new(offset));
+        let inner = open_counted(path, input.etag.as_deref(), offset, raw.clone())?;
+        let mut reader =
+            InputReader::open_with_inner(&input.path, inner, input.etag.as_deref(), delimiter);
+        reader.raw = raw;
+        reader.offset = offset;
+        reader.hasher = hasher;
+        reader.jsonl = None;
+        reader.core.set_line(lines);
+        reader.fill()?;
+        Ok(reader)
+    }
+
+    fn open_with_inner(
+        name: &str,
+        inner: Box<dyn Read + Send>,
+        etag: Option<&str>,
+        delimiter: u8,
+    ) -> InputReader {
+        InputReader {
+            name: name.to_string(),
+            inner,
             etag: etag.map(str::to_string),
-            raw,
+            raw: Arc::default(),
             buf: vec![0; CHUNK],
             start: 0,
             end: 0,
             eof: false,
             offset: 0,
-            hasher: ContentHash::for_input(&path.to_string_lossy()),
+            hasher: ContentHash::for_input(name),
+            hashing: true,
             core: ReaderBuilder::new().delimiter(delimiter).build(),
             delimiter,
             fields: vec![0; 1024],
@@ -317,14 +386,20 @@ impl InputReader {
             quotes: QuoteCheck::new(delimiter),
             next_quote: 0,
             malformed: None,
+            ended_by_eof: false,
             utf8: Utf8Check::default(),
-            jsonl: is_jsonl(&path.to_string_lossy()).then(JsonLines::default),
-        };
-        reader.fill()?;
-        if reader.buf[reader.start..reader.end].starts_with(UTF8_BOM) {
-            reader.consume(UTF8_BOM.len());
+            jsonl: is_jsonl(name).then(JsonLines::default),
         }
-        Ok(reader)
+    }
+
+    /// The running hash of every byte consumed so far, to go on from elsewhere.
+    pub(super) fn content_hash(&self) -> ContentHash {
+        self.hasher.clone()
+    }
+
+    /// True when the current record was ended by the end of the stream.
+    pub fn ended_by_eof(&self) -> bool {
+        self.ended_by_eof
     }
 
     fn fill(&mut self) -> Result<()> {
@@ -383,7 +458,9 @@ impl InputReader {
 
     /// Marks `n` buffered bytes as consumed: they count in the offset and the hash.
     fn consume(&mut self, n: usize) {
-        self.hasher.update(&self.buf[self.start..self.start + n]);
+        if self.hashing {
+            self.hasher.update(&self.buf[self.start..self.start + n]);
+        }
         self.start += n;
         self.offset += n as u64;
     }
@@ -558,6 +635,7 @@ impl InputReader {
         if self.jsonl.is_some() {
             return self.read_json_record();
         }
+        self.skip_line_ends()?;
         // csv_core counts lines from 1: before a record, line() is the line it starts on.
         self.record_line = self.core.line();
         self.record_start = self.offset;
@@ -567,6 +645,7 @@ impl InputReader {
         loop {
             self.fill()?;
             let input = &self.buf[self.start..self.end];
+            let at_eof = input.is_empty();
             let (res, nin, nout, nend) =
                 self.core
                     .read_record(input, &mut self.fields[outlen..], &mut self.ends[endlen..]);
@@ -592,6 +671,7 @@ impl InputReader {
                 }
                 ReadRecordResult::Record => {
                     self.nfields = endlen;
+                    self.ended_by_eof = at_eof;
                     self.malformed = self.quotes.end();
                     return Ok(true);
                 }
@@ -600,6 +680,30 @@ impl InputReader {
                     return Ok(false);
                 }
             }
+        }
+    }
+
+    /// Consumes the line ends before the next record: the LF of a CRLF that ended the
+    /// last one, and blank lines, which the parser skips at a record's start. Then the
+    /// parser's line number is the line the record starts on, and its start offset is
+    /// its first byte; whoever reads a chunk starting after those bytes agrees.
+    fn skip_line_ends(&mut self) -> Result<()> {
+        loop {
+            self.fill()?;
+            let input = &self.buf[self.start..self.end];
+            let run = input
+                .iter()
+                .take_while(|&&b| b == b'\n' || b == b'\r')
+                .count();
+            if run == 0 {
+                return Ok(());
+            }
+            // At a record's start the parser discards line ends, counting the LFs.
+            let (res, nin, _, _) =
+                self.core
+                    .read_record(&input[..run], &mut self.fields, &mut self.ends);
+            debug_assert!(matches!(res, ReadRecordResult::InputEmpty) && nin == run);
+            self.consume(nin);
         }
     }
 
@@ -771,6 +875,22 @@ mod tests {
         check.check(&text[split..], split as u64);
         check.check(&[], text.len() as u64);
         check.bad.front().copied()
+    }
+
+    #[test]
+    fn a_record_after_a_crlf_or_blank_lines_is_on_the_line_it_starts_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "l.csv", b"h\r\na\r\n\r\nb\n\n\nc\r\"x\ny\"\nd");
+        let mut r = InputReader::open(&path, b',').unwrap();
+        let mut lines = Vec::new();
+        let mut starts = Vec::new();
+        while r.read_record().unwrap() {
+            lines.push(r.record_line());
+            starts.push(r.record_start);
+        }
+        // Lines are counted by line feeds, as csv_core does (a lone CR ends a record).
+        assert_eq!(lines, [1, 2, 4, 7, 7, 9]);
+        assert_eq!(starts, [0, 3, 8, 12, 14, 20]);
     }
 
     #[test]
