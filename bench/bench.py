@@ -180,6 +180,7 @@ def scaling(work, mb, reps):
         cmds = {
             "ingest": all_cmds["ingest"],
             "ingest-1core": ["taskset", "-c", "0", *all_cmds["ingest"]],
+            "ingest-1thread": [*all_cmds["ingest"], "--threads", "1"],
             "baseline-split": all_cmds["baseline-split"],
             "duckdb-csv": all_cmds["duckdb-csv"],
         }
@@ -194,6 +195,19 @@ def scaling(work, mb, reps):
         results.append((nfiles, nbytes, {n: statistics.median(w) for n, w in walls.items()},
                         {n: ratio(n) for n in cmds if n != "ingest"}))
     return results
+
+
+def memory(work, sizes):
+    """Peak RSS (MiB) of the plain load at --threads 1, 2, 4 and 8, for each size."""
+    rows = []
+    for mb in sizes:
+        data, files, nbytes = dataset(work, mb)
+        out = os.path.join(work, "out")
+        peaks = [timed([*tools(data, files, out)["ingest"], "--threads", str(t)], out)[1] / 1024
+                 for t in (1, 2, 4, 8)]
+        rows.append((nbytes, peaks))
+    shutil.rmtree(os.path.join(work, "out"), ignore_errors=True)
+    return rows
 
 
 def recovery(work, mb):
@@ -274,13 +288,20 @@ def main():
     if args.scaling:
         mb = int(args.sizes.split(",")[-1])
         print(f"## Scaling: {mb} MB of CSV, partitioned by country, median of {args.reps} rounds\n")
-        print("| inputs | ingest s | ingest 1 core s | 1 core ÷ 2 | split partitioner s | "
-              "its time ÷ ingest's | DuckDB s | its time ÷ ingest's |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        print("| inputs | ingest s | ingest 1 core s | 1 core ÷ 2 | --threads 1 s | its time ÷ ingest's | "
+              "split partitioner s | its time ÷ ingest's | DuckDB s | its time ÷ ingest's |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for nfiles, nbytes, med, ratio in scaling(args.work, mb, args.reps):
             print(f"| {nfiles} file(s), {nbytes / 1e6:.0f} MB | {med['ingest']:.2f} | {med['ingest-1core']:.2f} | "
-                  f"{ratio['ingest-1core']:.2f} | {med['baseline-split']:.2f} | {ratio['baseline-split']:.2f} | "
+                  f"{ratio['ingest-1core']:.2f} | {med['ingest-1thread']:.2f} | {ratio['ingest-1thread']:.2f} | "
+                  f"{med['baseline-split']:.2f} | {ratio['baseline-split']:.2f} | "
                   f"{med['duckdb-csv']:.2f} | {ratio['duckdb-csv']:.2f} |")
+        sizes = [int(x) for x in args.sizes.split(",")]
+        sizes = sorted(set([100] + sizes))
+        print("\n| CSV in | peak RSS MiB, --threads 1 | 2 | 4 | 8 |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        for nbytes, peaks in memory(args.work, sizes):
+            print(f"| {nbytes / 1e6:.0f} MB | " + " | ".join(f"{p:.0f}" for p in peaks) + " |")
         return
     if args.formats:
         mb = int(args.sizes.split(",")[0])

@@ -27,7 +27,7 @@ use crate::batch::{RecordBatch, BATCH_ROWS};
 
 /// Bytes per chunk: enough to amortise a hand-over, few enough that a chunk in flight
 /// per worker (and its parsed batches) keeps memory flat.
-const CHUNK_BYTES: u64 = 2 << 20;
+const CHUNK_BYTES: u64 = 1 << 20;
 
 /// Bytes per chunk: `CHUNK_BYTES`, or `INGEST_CHUNK_BYTES` when set (for tests: small
 /// chunks put chunk boundaries all over small inputs).
