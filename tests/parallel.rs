@@ -341,3 +341,34 @@ fn random_sigkill_with_four_threads_loses_and_duplicates_nothing() {
     eprintln!("random SIGKILL, 4 threads: seed {seed}, {kills} kills landed over 8 loads");
     assert!(kills >= 4, "seed {seed}: only {kills} kills landed mid-run");
 }
+
+#[test]
+fn an_error_names_the_same_input_line_with_any_threads() {
+    // Line ends of every kind before the bad row, so its line number is earned; no
+    // quoted line feed in its last thousand rows, so the chunks there are the workers'.
+    let mut text = String::from("id,country,note\n");
+    for i in 0..1500 {
+        let note = if i < 500 {
+            ["\"a\nb\"", "x", "\"\r\n\""][i % 3]
+        } else {
+            "\"a,b\""
+        };
+        let end = ["\n", "\r\n", "\n\n"][i % 3];
+        text.push_str(&format!("{i},c{},{note}{end}", i % 4));
+    }
+    let line = text.matches('\n').count() + 1;
+    text.push_str(&format!("1500,{},x\n1501,c1,y\n", "z".repeat(300)));
+    let message = |threads: &str| {
+        let w = Workdir::new().with_env("INGEST_CHUNK_BYTES", "200");
+        w.write("in/a.csv", &text);
+        let out = w.run(&["-t", "t", "-p", "country", "--threads", threads, "in"]);
+        assert_code(&out, 1);
+        stderr(&out)
+    };
+    let serial = message("1");
+    assert!(
+        serial.contains(&format!("input line {line}")),
+        "expected line {line}: {serial}"
+    );
+    assert_eq!(message("4"), serial.replace("--threads 1", "--threads 4"));
+}

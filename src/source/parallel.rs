@@ -204,11 +204,12 @@ impl Planner {
     }
 }
 
-/// Reads every input with `source.plan.threads` workers; `Some` when a signal stopped it.
-pub fn read_all(source: &mut Source) -> Result<Option<Stopped>> {
-    // More workers than cores parse no faster, and each holds a chunk and its batches.
+/// Reads every input with up to `workers` parse workers; `Some` when a signal stopped it.
+pub fn read_all(source: &mut Source, workers: usize) -> Result<Option<Stopped>> {
+    // More workers than cores parse no faster, and each holds a chunk and its batches;
+    // two at least, so that chunks finish out of order even on one core.
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    let workers = source.plan.threads.clamp(1, cores.max(2));
+    let workers = workers.clamp(1, cores.max(2));
     // Units in flight: one being put in order and one in every worker's hands. Each
     // holds its chunk's bytes and up to `PIECES_AHEAD` batches: with more, peak memory
     // grew by 10 MiB per worker and the load was no faster.
