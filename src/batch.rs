@@ -564,8 +564,16 @@ mod tests {
             let lines: Vec<u64> = (0..tail.len()).map(|r| tail.line(r)).collect();
             assert_eq!(lines, (10 + at as u64..14).collect::<Vec<_>>());
             assert!((0..tail.len()).all(|r| tail.input(r) == 7));
+            tail.rejects.push(Reject {
+                input: 7,
+                line: 5,
+                reason: String::new(),
+                record: Vec::new(),
+            });
             tail.shift_lines(100);
             assert!((0..tail.len()).all(|r| tail.line(r) == 110 + (at + r) as u64));
+            assert_eq!(tail.rejects[0].line, 105);
+            tail.rejects.clear();
         }
     }
 

@@ -213,8 +213,6 @@ pub fn big_orders(w: &Workdir, rows: usize, rng: &mut Rng) {
 
 #[test]
 fn random_sigkill_during_load_and_recovery_loses_and_duplicates_nothing() {
-    let seed = clock_seed();
-    let mut rng = Rng(seed);
     let load = [
         "-t",
         "t",
@@ -226,29 +224,41 @@ fn random_sigkill_during_load_and_recovery_loses_and_duplicates_nothing() {
         "700",
         "orders",
     ];
-    let w = Workdir::new();
-    big_orders(&w, 30_000, &mut rng);
+    let (seed, kills) = sigkill_rounds(&load, 12, Workdir::new);
+    eprintln!("random SIGKILL: seed {seed}, {kills} kills landed mid-run over 12 loads");
+    assert!(kills >= 6, "seed {seed}: only {kills} kills landed mid-run");
+}
+
+/// `rounds` loads of `load` (orders from `big_orders` in a directory `workdir` makes,
+/// deduplicated by order_id) under random SIGKILLs of loads and recoveries (the
+/// operator's loop below), each then recovered and checked for exact rows and no debris.
+/// Returns the seed and how many kills landed mid-command.
+pub fn sigkill_rounds(load: &[&str], rounds: u32, workdir: impl Fn() -> Workdir) -> (u64, u32) {
+    let seed = clock_seed();
+    let mut rng = Rng(seed);
+    let setup = || {
+        let w = workdir();
+        big_orders(&w, 30_000, &mut Rng(seed));
+        w
+    };
     // One clean run, untimed by any assertion, tells how long a whole load takes here.
+    let w = setup();
     let clock = Instant::now();
-    assert_code(&w.run(&load), 0);
+    assert_code(&w.run(load), 0);
     let full = clock.elapsed().as_millis() as u64 + 1;
     let mut kills = 0;
-    for round in 0..12 {
-        let w = Workdir::new();
-        big_orders(&w, 30_000, &mut Rng(seed));
-        kills += operators_loop(&w, &load, &mut rng, full, seed);
-        let finish = w.run(&["-t", "t", "--recover"]);
-        assert_code(&finish, 0);
-        let expected = dedupe(input_rows(&[w.path("orders")]), "order_id");
+    for round in 0..rounds {
+        let w = setup();
+        kills += operators_loop(&w, load, &mut rng, full, seed);
+        assert_code(&w.run(&["-t", "t", "--recover"]), 0);
         assert_same_rows(
             table_rows(&w.path("t")),
-            expected,
+            dedupe(input_rows(&[w.path("orders")]), "order_id"),
             &format!("seed {seed}, round {round}"),
         );
         assert!(visible_debris(&w.path("t")).is_empty(), "seed {seed}");
     }
-    eprintln!("random SIGKILL: seed {seed}, {kills} kills landed mid-run over 12 loads");
-    assert!(kills >= 6, "seed {seed}: only {kills} kills landed mid-run");
+    (seed, kills)
 }
 
 /// The operator's loop under random SIGKILLs: run the load; if it was interrupted,

@@ -6,9 +6,8 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Instant;
 
-use crate::crash::{big_orders, operators_loop, Rng};
+use crate::crash::{sigkill_rounds, Rng};
 use crate::util::*;
 
 /// Every committed file of a table (rejects too), by its name with the run id taken
@@ -103,6 +102,21 @@ fn hard_inputs(w: &Workdir, rng: &mut Rng) {
     w.write("in/f.csv", "");
 }
 
+/// What a load's JSON summary counts: rows read, written, rejected; files,
+/// partitions, checkpoints.
+fn counts(out: &std::process::Output) -> Vec<u64> {
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let keys = [
+        "rows_read",
+        "rows_written",
+        "rows_rejected",
+        "files_written",
+        "partitions",
+        "checkpoints",
+    ];
+    keys.iter().map(|k| summary[k].as_u64().unwrap()).collect()
+}
+
 const HARD_LOAD: &[&str] = &[
     "-t",
     "t",
@@ -120,9 +134,10 @@ fn threads_and_chunk_sizes_never_change_a_committed_byte() {
     let seed = clock_seed();
     let serial = Workdir::new();
     hard_inputs(&serial, &mut Rng(seed));
-    let out = serial.run(&[HARD_LOAD, &["--threads", "1"]].concat());
+    let out = serial.run(&[HARD_LOAD, &["--threads", "1", "--json"]].concat());
     assert_code(&out, 0);
     let expected = committed_files(&serial.path("t"));
+    let expected_counts = counts(&out);
     assert!(
         expected.keys().any(|k| k.starts_with("_rejects")),
         "the inputs hold bad rows"
@@ -136,8 +151,13 @@ fn threads_and_chunk_sizes_never_change_a_committed_byte() {
     ] {
         let w = Workdir::new().with_env("INGEST_CHUNK_BYTES", chunk);
         hard_inputs(&w, &mut Rng(seed));
-        let out = w.run(&[HARD_LOAD, &["--threads", threads]].concat());
+        let out = w.run(&[HARD_LOAD, &["--threads", threads, "--json"]].concat());
         assert_code(&out, 0);
+        assert_eq!(
+            counts(&out),
+            expected_counts,
+            "seed {seed}, {threads} threads, {chunk}-byte chunks"
+        );
         let got = committed_files(&w.path("t"));
         assert_eq!(
             got.keys().collect::<Vec<_>>(),
@@ -302,8 +322,6 @@ fn every_fail_point_with_four_threads_then_recover_gives_exact_rows() {
 
 #[test]
 fn random_sigkill_with_four_threads_loses_and_duplicates_nothing() {
-    let seed = clock_seed();
-    let mut rng = Rng(seed);
     let load = [
         "-t",
         "t",
@@ -317,27 +335,8 @@ fn random_sigkill_with_four_threads_loses_and_duplicates_nothing() {
         "4",
         "orders",
     ];
-    let setup = || {
-        let w = Workdir::new().with_env("INGEST_CHUNK_BYTES", "4099");
-        big_orders(&w, 30_000, &mut Rng(seed));
-        w
-    };
-    let w = setup();
-    let clock = Instant::now();
-    assert_code(&w.run(&load), 0);
-    let full = clock.elapsed().as_millis() as u64 + 1;
-    let mut kills = 0;
-    for round in 0..8 {
-        let w = setup();
-        kills += operators_loop(&w, &load, &mut rng, full, seed);
-        assert_code(&w.run(&["-t", "t", "--recover"]), 0);
-        assert_same_rows(
-            table_rows(&w.path("t")),
-            dedupe(input_rows(&[w.path("orders")]), "order_id"),
-            &format!("seed {seed}, round {round}"),
-        );
-        assert!(visible_debris(&w.path("t")).is_empty(), "seed {seed}");
-    }
+    let chunked = || Workdir::new().with_env("INGEST_CHUNK_BYTES", "4099");
+    let (seed, kills) = sigkill_rounds(&load, 8, chunked);
     eprintln!("random SIGKILL, 4 threads: seed {seed}, {kills} kills landed over 8 loads");
     assert!(kills >= 4, "seed {seed}: only {kills} kills landed mid-run");
 }

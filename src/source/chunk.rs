@@ -424,6 +424,26 @@ mod tests {
         })
     }
 
+    #[test]
+    fn a_guess_is_proven_only_right_after_the_chunk_before_or_past_line_ends() {
+        let bytes = ChunkBytes {
+            bytes: Arc::new(b"x\n\r\nab,c\n".to_vec()),
+            at: 100,
+        };
+        // The chunk before ended at 102: the guess at 104 lies past a CRLF only.
+        assert!(proves(102, 104, &bytes));
+        assert!(proves(104, 104, &bytes));
+        assert!(proves(101, 101, &bytes));
+        // A record's bytes between: the guess is inside or after a record.
+        assert!(!proves(100, 104, &bytes));
+        assert!(!proves(104, 106, &bytes));
+        // The guess before where the chunk before ended.
+        assert!(!proves(105, 104, &bytes));
+        // Bytes that do not reach back to the end, or forward to the guess.
+        assert!(!proves(99, 99, &bytes));
+        assert!(!proves(110, 111, &bytes));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
         #[test]

@@ -458,8 +458,8 @@ impl Source<'_> {
             let mut tail = self.emit.spare(batch.width());
             batch.split_off(cut, &mut tail);
             let tail_ends = ends.split_off(cut);
+            // (The barrier starts the next checkpoint's count.)
             self.emit.rows_read += until_barrier;
-            self.emit.rows_since_barrier += until_barrier;
             let end = ends[cut - 1];
             self.progress(end)?;
             self.batch = batch;
