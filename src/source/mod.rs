@@ -356,21 +356,36 @@ impl Source<'_> {
             if let Some(stopped) = self.stop_before_input(index)? {
                 return Ok(Some(stopped));
             }
-            plan.counters.set_file(&plan.inputs[index].path);
-            let (mut reader, columns) = match open(plan, index)? {
+            let stopped = match open(plan, index)? {
                 Opened::Empty(hash) => {
                     self.input_done(index, hash);
-                    continue;
+                    None
                 }
-                Opened::Reading(reader, columns) => (reader, columns),
+                Opened::Reading(mut reader, columns) => {
+                    self.read_whole(index, &mut reader, &columns)?
+                }
             };
-            if let Some(stopped) = self.read_records(&mut reader, index, &columns, None)? {
-                return Ok(Some(stopped));
+            if stopped.is_some() {
+                return Ok(stopped);
             }
+        }
+        Ok(None)
+    }
+
+    /// Reads input `index` from `reader` (its header read) to its end on this thread.
+    fn read_whole(
+        &mut self,
+        index: usize,
+        reader: &mut InputReader,
+        columns: &Columns,
+    ) -> Result<Option<Stopped>> {
+        self.plan.counters.set_file(&self.plan.inputs[index].path);
+        let stopped = self.read_records(reader, index, columns, None)?;
+        if stopped.is_none() {
             self.check_whole(index, reader.offset())?;
             self.input_done(index, reader.hash());
         }
-        Ok(None)
+        Ok(stopped)
     }
 
     /// Between two inputs: when a signal asks to stop, commits what was read and stops,

@@ -301,13 +301,7 @@ impl Sequencer {
                     if let Some(stopped) = source.stop_before_input(index)? {
                         return Ok(Some(stopped));
                     }
-                    plan.counters.set_file(&plan.inputs[index].path);
-                    let stopped = source.read_records(&mut reader, index, &columns, None)?;
-                    if stopped.is_none() {
-                        source.check_whole(index, reader.offset())?;
-                        source.input_done(index, reader.hash());
-                    }
-                    stopped
+                    source.read_whole(index, &mut reader, &columns)?
                 }
                 Unit::Chunk {
                     index,
