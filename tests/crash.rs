@@ -211,20 +211,22 @@ pub fn big_orders(w: &Workdir, rows: usize, rng: &mut Rng) {
     }
 }
 
+/// The load the SIGKILL rounds repeat: dedupe (snapshots) and 700-row checkpoints.
+pub const SIGKILL_LOAD: &[&str] = &[
+    "-t",
+    "t",
+    "-p",
+    "dt",
+    "--dedupe-key",
+    "order_id",
+    "--checkpoint-rows",
+    "700",
+    "orders",
+];
+
 #[test]
 fn random_sigkill_during_load_and_recovery_loses_and_duplicates_nothing() {
-    let load = [
-        "-t",
-        "t",
-        "-p",
-        "dt",
-        "--dedupe-key",
-        "order_id",
-        "--checkpoint-rows",
-        "700",
-        "orders",
-    ];
-    let (seed, kills) = sigkill_rounds(&load, 12, Workdir::new);
+    let (seed, kills) = sigkill_rounds(SIGKILL_LOAD, 12, Workdir::new);
     eprintln!("random SIGKILL: seed {seed}, {kills} kills landed mid-run over 12 loads");
     assert!(kills >= 6, "seed {seed}: only {kills} kills landed mid-run");
 }

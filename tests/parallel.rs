@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::crash::{sigkill_rounds, Rng};
+use crate::crash::{sigkill_rounds, Rng, SIGKILL_LOAD};
 use crate::util::*;
 
 /// Every committed file of a table (rejects too), by its name with the run id taken
@@ -322,19 +322,7 @@ fn every_fail_point_with_four_threads_then_recover_gives_exact_rows() {
 
 #[test]
 fn random_sigkill_with_four_threads_loses_and_duplicates_nothing() {
-    let load = [
-        "-t",
-        "t",
-        "-p",
-        "dt",
-        "--dedupe-key",
-        "order_id",
-        "--checkpoint-rows",
-        "700",
-        "--threads",
-        "4",
-        "orders",
-    ];
+    let load = [SIGKILL_LOAD, &["--threads", "4"]].concat();
     let chunked = || Workdir::new().with_env("INGEST_CHUNK_BYTES", "4099");
     let (seed, kills) = sigkill_rounds(&load, 8, chunked);
     eprintln!("random SIGKILL, 4 threads: seed {seed}, {kills} kills landed over 8 loads");
