@@ -502,7 +502,8 @@ pub fn recycling(depth: usize) -> (Returns, Spares) {
     (Returns(tx), Spares(rx))
 }
 
-/// The sink's end of [`recycling`].
+/// The sinks' end of [`recycling`].
+#[derive(Clone)]
 pub struct Returns(std::sync::mpsc::SyncSender<RecordBatch>);
 
 impl Returns {

@@ -56,7 +56,8 @@ struct Partial {
     acks: usize,
     source: Option<(Position, Vec<InputDone>, u64, bool)>,
     snapshots: Vec<SnapshotRef>,
-    sink: Option<Box<dyn Flushed>>,
+    /// Each sink's preCommit (several sinks split the partitions).
+    sinks: Vec<Box<dyn Flushed>>,
 }
 
 /// Turns acknowledgements into durable, committed checkpoints.
@@ -66,6 +67,7 @@ pub struct Coordinator<'a> {
     columns: Vec<String>,
     run: &'a RunStarted,
     participants: usize,
+    sinks: usize,
     partial: BTreeMap<u64, Partial>,
     finished: bool,
     last_committed: Option<u64>,
@@ -73,13 +75,13 @@ pub struct Coordinator<'a> {
 }
 
 impl<'a> Coordinator<'a> {
-    /// A coordinator expecting acks from a source, `stages` stages and a sink.
+    /// A coordinator expecting acks from a source, `stages` stages and `sinks` sinks.
     pub fn new(
         journal: &'a mut Journal,
         layout: &'a JobLayout,
         columns: Vec<String>,
         run: &'a RunStarted,
-        stages: usize,
+        (stages, sinks): (usize, usize),
         counters: Arc<Counters>,
     ) -> Self {
         Coordinator {
@@ -87,7 +89,8 @@ impl<'a> Coordinator<'a> {
             layout,
             columns,
             run,
-            participants: stages + 2,
+            participants: stages + 1 + sinks,
+            sinks,
             partial: BTreeMap::new(),
             finished: false,
             last_committed: None,
@@ -123,7 +126,7 @@ impl<'a> Coordinator<'a> {
                 ..
             } => partial.source = Some((position, inputs_done, rows_read, last)),
             Ack::Stage { snapshot, .. } => partial.snapshots.extend(snapshot),
-            Ack::Sink { flushed, .. } => partial.sink = Some(flushed),
+            Ack::Sink { flushed, .. } => partial.sinks.push(flushed),
         }
         if partial.acks < self.participants {
             return Ok(());
@@ -134,11 +137,17 @@ impl<'a> Coordinator<'a> {
         if let Some(earlier) = self.partial.keys().next().filter(|&&k| k < n) {
             bail!("checkpoint {n} completed before checkpoint {earlier}: barriers overtook each other");
         }
-        let (Some((position, inputs_done, rows_read, last)), Some(flushed)) =
-            (partial.source, partial.sink)
-        else {
-            bail!("checkpoint {n} was acknowledged without its source or sink");
+        let Some((position, inputs_done, rows_read, last)) = partial.source else {
+            bail!("checkpoint {n} was acknowledged without its source");
         };
+        if partial.sinks.len() != self.sinks {
+            bail!(
+                "checkpoint {n} was acknowledged by {} of its {} sinks",
+                partial.sinks.len(),
+                self.sinks
+            );
+        }
+        let flushed = Box::new(sink::Shards(partial.sinks));
         let (rows_written, rejects) = (flushed.rows(), flushed.rejects());
         stage::make_durable(&self.layout.dir, &partial.snapshots)?;
         let files = flushed.make_durable()?;

@@ -58,9 +58,9 @@ pub struct Cli {
     #[arg(long, value_name = "SECONDS")]
     pub lock_wait: Option<u64>,
 
-    /// Threads the load may use: the source's, the sink's, and beyond two, workers that
-    /// parse large CSV files in chunks [default: the cores available]; the rows committed
-    /// never depend on it
+    /// Threads the load may use: the source's, the sink's; beyond two, workers that parse
+    /// large CSV files in chunks, and beyond three, N/2 sinks that split the partitions
+    /// [default: the cores available]; the rows committed never depend on it
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub threads: Option<u64>,
 

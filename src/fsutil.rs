@@ -311,6 +311,27 @@ pub fn remove_dir_all_durable(dir: &Path) -> Result<()> {
     }
 }
 
+/// Removes a directory if it is empty and exists (another writer's files may still be
+/// in it: then it stays), then makes the removal durable.
+pub fn remove_dir_if_empty_durable(dir: &Path) -> Result<()> {
+    match fs::remove_dir(dir) {
+        Ok(()) => {}
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::DirectoryNotEmpty
+            ) =>
+        {
+            return Ok(())
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot remove {}", dir.display())),
+    }
+    match dir.parent() {
+        Some(parent) if parent.is_dir() => sync_dir(parent),
+        _ => Ok(()),
+    }
+}
+
 /// Removes one file if it exists.
 pub fn remove_file_if_exists(path: &Path) -> Result<()> {
     match fs::remove_file(path) {

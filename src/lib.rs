@@ -16,7 +16,8 @@
 //!   positions.
 //! - [`stage`]: transforms, chained on one thread, with snapshot/restore.
 //! - [`sink`]: staging areas, preCommit, publish (commit), abort; Hive paths; the
-//!   partition exchange of `--mode overwrite-partitions`.
+//!   partition exchange of `--mode overwrite-partitions`; the router that splits the
+//!   partitions over several sinks, each acking every barrier.
 //! - [`checkpoint`]: the coordinator; [`journal`]: its durable log; [`manifest`]: loaded
 //!   inputs; [`recover`]: roll forward, roll back, resume; [`abort`]: undo an
 //!   interrupted run as if it had never started.

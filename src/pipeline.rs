@@ -19,7 +19,7 @@ use crate::journal::{Checkpoint, Journal, RunStarted};
 use crate::progress::Counters;
 use crate::protocol::{Fingerprint, SnapshotRef};
 use crate::schema::Schema;
-use crate::sink::{self, Output, Rejects, TableSink};
+use crate::sink::{self, Output, Rejects, Shard, TableSink};
 use crate::source::{self, SourcePlan};
 use crate::stage::spec::{self, RunContext};
 use crate::stage::{self, keystore, SnapshotStore, Stage};
@@ -119,6 +119,40 @@ fn sink_for(spec: &Spec, schema: &Schema, first_checkpoint: u64) -> Result<Table
     )
 }
 
+/// How a load's `--threads` are spent beside the source's own thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Threads {
+    /// Parse workers (`source/parallel.rs`); 0: the source thread parses.
+    pub workers: usize,
+    /// Sinks splitting the partitions (`sink/router.rs`), with a router in front when
+    /// there are several.
+    pub sinks: usize,
+}
+
+impl Threads {
+    /// Up to two threads: the source's and one sink's, as the default on two cores. On
+    /// two cores the sink alone keeps one busy, and parse workers or a second sink
+    /// beside it only take turns with it (`bench.py --scaling`: --threads 1 at
+    /// 0.83-0.86 of the time of two parse workers, 1 GB in 4 files and in 1; two sinks
+    /// no faster than one). Beyond, the sink's work (encoding, copying, the kernel's
+    /// page-cache copy: 47-50% of a plain load's samples) about equals the parsing
+    /// (40%): half the threads write, the rest parse (at least two workers, so chunks
+    /// finish out of order even on one core; never more than the cores).
+    pub fn for_load(threads: usize) -> Threads {
+        if threads <= 2 {
+            return Threads {
+                workers: 0,
+                sinks: 1,
+            };
+        }
+        let sinks = (threads / 2).min(sink::router::MAX_SINKS);
+        Threads {
+            workers: (threads - sinks - 1).max(2),
+            sinks,
+        }
+    }
+}
+
 /// Checks that the options fit the columns, before anything is journaled; returns the
 /// schema the sink would receive (the table contract's columns).
 pub fn validate(layout: &JobLayout, run: &RunStarted, columns: &[String]) -> Result<Schema> {
@@ -148,14 +182,23 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
         fsutil::sync_ancestors(&store.dir(), &spec.layout.dir)?;
     }
     let first_checkpoint = spec.resume.map_or(1, |c| c.checkpoint + 1);
-    let sink = sink_for(&spec, &schema, first_checkpoint)?;
+    let Threads { workers, sinks } = Threads::for_load(spec.threads);
+    let mut table_sinks = (0..sinks)
+        .map(|index| {
+            let shard = Shard {
+                index,
+                count: sinks,
+            };
+            Ok(sink_for(&spec, &schema, first_checkpoint)?.into_shard(shard))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let plan = SourcePlan {
         inputs: run.inputs.clone(),
         columns: spec.columns.clone(),
         delimiter: run.options.delimiter,
         drop_new_keys: run.options.json_new_keys == crate::config::NewKeys::Drop,
         checkpoint_rows: run.options.checkpoint_rows,
-        threads: spec.threads,
+        workers,
         first_checkpoint,
         resume: spec.resume.map(|c| c.position.clone()),
         counters: spec.counters.clone(),
@@ -181,13 +224,29 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
                 .spawn_scoped(scope, move || stage::run(stages, input, tx, acks, store));
             handles.push(("stages", handle));
         }
-        let acks = ack_tx.clone();
-        handles.push((
-            "sink",
-            named("sink").spawn_scoped(scope, move || {
-                sink::run(sink, rx, returns, acks, nstages == 0)
-            }),
-        ));
+        let router = table_sinks[0].router(sinks);
+        if sinks == 1 {
+            let (acks, mut router, sink) = (ack_tx.clone(), router, table_sinks.remove(0));
+            let handle = named("sink").spawn_scoped(scope, move || {
+                let work = rx.into_iter().map(|msg| router.route(msg));
+                sink::run(sink, work, returns, acks, nstages == 0)
+            });
+            handles.push(("sink", handle));
+        } else {
+            let mut outlets = Vec::with_capacity(sinks);
+            for (index, sink) in table_sinks.into_iter().enumerate() {
+                let (tx, work) = sync_channel(CHANNEL_DEPTH);
+                outlets.push(tx);
+                let (acks, returns) = (ack_tx.clone(), returns.clone());
+                let handle = named(&format!("sink-{index}")).spawn_scoped(scope, move || {
+                    sink::run(sink, work, returns, acks, nstages == 0)
+                });
+                handles.push(("sink", handle));
+            }
+            let handle =
+                named("router").spawn_scoped(scope, move || sink::route(router, rx, outlets));
+            handles.push(("router", handle));
+        }
         drop(ack_tx);
 
         let mut coordinator = Coordinator::new(
@@ -195,7 +254,7 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
             spec.layout,
             spec.columns.clone(),
             spec.run,
-            nstages,
+            (nstages, sinks),
             spec.counters.clone(),
         );
         let mut outcome = Ok(());
@@ -248,6 +307,21 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn threads_go_half_to_sinks_and_the_rest_to_parsing() {
+        let split = |threads| {
+            let t = Threads::for_load(threads);
+            (t.workers, t.sinks)
+        };
+        assert_eq!(split(1), (0, 1));
+        assert_eq!(split(2), (0, 1));
+        assert_eq!(split(3), (2, 1));
+        assert_eq!(split(4), (2, 2));
+        assert_eq!(split(8), (3, 4));
+        assert_eq!(split(64), (31, 32));
+        assert_eq!(split(1024).1, sink::router::MAX_SINKS);
+    }
 
     #[test]
     fn compressed_inputs_leave_the_decoded_size_unknown() {

@@ -359,3 +359,75 @@ fn an_error_names_the_same_input_line_with_any_threads() {
     );
     assert_eq!(message("4"), serial.replace("--threads 1", "--threads 4"));
 }
+
+/// The sequence numbers of a table's part files (`part-JOB-RUN-CHECKPOINT-SEQ.ext`), by
+/// checkpoint.
+fn part_seqs(table: &Path) -> BTreeMap<u64, Vec<u64>> {
+    let mut seqs: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for path in data_files(table).into_iter().map(|(path, _)| path) {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let stem = &name[..name.find('.').unwrap()];
+        let fields: Vec<&str> = stem.rsplitn(3, '-').collect();
+        seqs.entry(fields[1].parse().unwrap())
+            .or_default()
+            .push(fields[0].parse().unwrap());
+    }
+    seqs
+}
+
+#[test]
+fn several_sinks_split_the_partitions_and_write_what_one_writes() {
+    let serial = Workdir::new();
+    many_partitions(&serial);
+    let load = [
+        "-t",
+        "t",
+        "-p",
+        "p",
+        "--checkpoint-rows",
+        "1000",
+        "many.csv",
+    ];
+    assert_code(&serial.run(&[&load[..], &["--threads", "1"]].concat()), 0);
+    // Four threads: two sinks; eight: four. 600 partitions: more than a sink keeps open.
+    for (threads, sinks) in [("4", 2), ("8", 4)] {
+        let w = Workdir::new();
+        many_partitions(&w);
+        assert_code(&w.run(&[&load[..], &["--threads", threads]].concat()), 0);
+        assert_eq!(
+            committed_files(&w.path("t")),
+            committed_files(&serial.path("t")),
+            "{threads} threads"
+        );
+        // Sink i of k numbers its files i, i + k, …: every sink wrote part of every
+        // checkpoint.
+        let seqs = part_seqs(&w.path("t"));
+        assert_eq!(seqs.len(), 3, "{threads} threads: {seqs:?}");
+        for (checkpoint, seqs) in seqs {
+            let mut by_sink = vec![0; sinks];
+            for seq in &seqs {
+                by_sink[*seq as usize % sinks] += 1;
+            }
+            assert!(
+                by_sink.iter().all(|&n| n >= 600 / sinks / 2),
+                "{threads} threads, checkpoint {checkpoint}: files per sink {by_sink:?}"
+            );
+        }
+    }
+    // Cut files (--target-file-size) keep their partition's sink and rows.
+    let w = Workdir::new();
+    let mut text = String::from("id,p,filler\n");
+    for i in 0..4000 {
+        text.push_str(&format!("{i},v{},{}\n", i % 8, "x".repeat(100)));
+    }
+    w.write("cut.csv", text);
+    let cut = ["--threads", "4", "--target-file-size", "1K"];
+    let load = ["-t", "t", "-p", "p", "--checkpoint-rows", "1000", "cut.csv"];
+    assert_code(&w.run(&[&load[..], &cut[..]].concat()), 0);
+    assert!(data_files(&w.path("t")).len() > 300);
+    assert_same_rows(
+        table_rows(&w.path("t")),
+        input_rows(&[w.path("cut.csv")]),
+        "cut files, two sinks",
+    );
+}

@@ -6,8 +6,8 @@
 /// The rows of one batch by part. Reused from batch to batch: no allocation once warm.
 #[derive(Debug, Default)]
 pub(super) struct Routes {
-    /// The part of each row, in row order.
-    part_of: Vec<usize>,
+    /// Each routed row and its part, in row order.
+    part_of: Vec<(usize, usize)>,
     /// Per part index: its rows in this batch, then where its group starts; all zero
     /// between batches.
     count: Vec<usize>,
@@ -28,8 +28,8 @@ impl Routes {
         self.groups.clear();
     }
 
-    /// Routes the batch's next row to `part`.
-    pub(super) fn push(&mut self, part: usize) {
+    /// Routes row `row` of the batch (ascending from call to call) to `part`.
+    pub(super) fn push(&mut self, row: usize, part: usize) {
         if self.count.len() <= part {
             self.count.resize(part + 1, 0);
         }
@@ -37,7 +37,7 @@ impl Routes {
             self.touched.push(part);
         }
         self.count[part] += 1;
-        self.part_of.push(part);
+        self.part_of.push((row, part));
     }
 
     /// Groups the rows pushed since `clear`, ready for [`Routes::groups`].
@@ -50,7 +50,7 @@ impl Routes {
             self.groups.push((part, start));
         }
         self.order.resize(self.part_of.len(), 0);
-        for (row, &part) in self.part_of.iter().enumerate() {
+        for &(row, part) in &self.part_of {
             self.order[self.count[part]] = row;
             self.count[part] += 1;
         }
@@ -85,19 +85,20 @@ mod tests {
     #[test]
     fn rows_go_out_by_part_in_order() {
         let mut routes = Routes::default();
-        for part in [2, 0, 2, 5, 0, 2] {
-            routes.push(part);
+        for (row, part) in [2, 0, 2, 5, 0, 2].into_iter().enumerate() {
+            routes.push(row, part);
         }
         routes.group();
         assert_eq!(
             grouped(&routes),
             vec![(2, vec![0, 2, 5]), (0, vec![1, 4]), (5, vec![3])]
         );
-        // The next batch starts from nothing.
+        // The next batch starts from nothing; rows another sink writes are skipped.
         routes.clear();
-        routes.push(0);
+        routes.push(1, 0);
+        routes.push(3, 0);
         routes.group();
-        assert_eq!(grouped(&routes), vec![(0, vec![0])]);
+        assert_eq!(grouped(&routes), vec![(0, vec![1, 3])]);
     }
 
     proptest! {
@@ -109,8 +110,8 @@ mod tests {
             let mut routes = Routes::default();
             for parts in batches {
                 routes.clear();
-                for &p in &parts {
-                    routes.push(p);
+                for (row, &p) in parts.iter().enumerate() {
+                    routes.push(row, p);
                 }
                 routes.group();
                 let mut seen = vec![false; parts.len()];

@@ -3,11 +3,10 @@
 //! append). Parquet parts take no place under the cap: they open their file only while
 //! they have full batches to write (see `parquet.rs`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use foldhash::fast::RandomState;
 
 use super::encode::Encoder;
 use crate::fsutil;
@@ -19,6 +18,8 @@ pub(super) struct PartFile {
     pub(super) staged: PathBuf,
     pub(super) staged_rel: String,
     pub(super) dest: String,
+    /// The partition (router id) whose rows it holds; `None` for the rejects file.
+    pub(super) id: Option<u32>,
     /// `None` while the file is closed to stay under the open-file cap.
     pub(super) writer: Option<Encoder>,
     pub(super) format: Format,
@@ -34,9 +35,8 @@ pub(super) struct Transaction {
     pub(super) checkpoint: u64,
     pub(super) dir: PathBuf,
     pub(super) parts: Vec<PartFile>,
-    /// Partition key (length-prefixed raw values) → index in `parts`.
-    /// foldhash: fast on short keys, and seeded per process against crafted collisions.
-    pub(super) by_key: HashMap<Vec<u8>, usize, RandomState>,
+    /// Partition id (see `router.rs`) → index in `parts` + 1; 0: no file yet.
+    slots: Vec<usize>,
     pub(super) rows: u64,
     /// The rejects file of this checkpoint, once it has a bad row.
     pub(super) rejects_part: Option<usize>,
@@ -53,6 +53,23 @@ const MAX_OPEN: usize = 256;
 pub(super) const SMALL_WRITE_BUFFER: usize = 16 * 1024;
 
 impl Transaction {
+    /// The part file partition `id` is written to in this checkpoint, if it has one.
+    pub(super) fn part_of(&self, id: u32) -> Option<usize> {
+        match self.slots.get(id as usize) {
+            Some(&slot) if slot > 0 => Some(slot - 1),
+            _ => None,
+        }
+    }
+
+    /// Partition `id`'s rows go to `part` from now on.
+    pub(super) fn set_part(&mut self, id: u32, part: usize) {
+        let id = id as usize;
+        if self.slots.len() <= id {
+            self.slots.resize(id + 1, 0);
+        }
+        self.slots[id] = part + 1;
+    }
+
     /// The writer of `part`, reopening its file (and closing the oldest) if needed.
     pub(super) fn writer(&mut self, part: usize) -> Result<&mut Encoder> {
         if self.parts[part].writer.is_none() {
@@ -95,7 +112,9 @@ impl Transaction {
                 .with_context(|| format!("cannot write staged file {}", file.staged.display()))?;
         }
         self.open.retain(|&p| p != part);
-        self.by_key.retain(|_, &mut p| p != part);
+        if let Some(slot) = file.id.and_then(|id| self.slots.get_mut(id as usize)) {
+            *slot = 0;
+        }
         Ok(())
     }
 
@@ -124,7 +143,7 @@ impl Transaction {
             checkpoint,
             dir: layout.pending_txn(run_id, checkpoint),
             parts: Vec::new(),
-            by_key: HashMap::default(),
+            slots: Vec::new(),
             rows: 0,
             rejects_part: None,
             rejects: 0,

@@ -152,9 +152,9 @@ pub struct SourcePlan {
     /// JSON lines: ignore keys that are not columns (`--json-new-keys drop`).
     pub drop_new_keys: bool,
     pub checkpoint_rows: u64,
-    /// Threads the load may use (`--threads`): with more than two, `threads - 2` parse
-    /// workers; else the source thread reads every input itself.
-    pub threads: usize,
+    /// Parse workers (see `pipeline::Threads`); 0: the source thread reads every input
+    /// itself.
+    pub workers: usize,
     /// The first barrier's checkpoint number.
     pub first_checkpoint: u64,
     /// Where to start; `None` for the beginning of the first input.
@@ -225,12 +225,8 @@ impl Emitter {
 
 /// Runs the source until the final barrier, until `cancel` is set, or until a signal
 /// asks to stop (then it emits one more barrier first, so everything read is committed).
-/// With more than two threads, large CSV inputs are parsed by a pool of `threads - 2`
-/// workers in chunks and put back in order (`parallel.rs`); the rows, barriers and
-/// positions are the same as one thread's. Two threads are the source's and the sink's:
-/// on two cores the sink alone keeps one busy, and parse workers beside it only took
-/// turns with it (`bench.py --scaling`: --threads 1 at 0.83-0.86 of the time of two
-/// workers, 1 GB in 4 files and in 1).
+/// With parse workers, large CSV inputs are parsed by the pool in chunks and put back in
+/// order (`parallel.rs`); the rows, barriers and positions are the same as one thread's.
 pub fn run(
     plan: SourcePlan,
     out: SyncSender<Msg>,
@@ -253,8 +249,8 @@ pub fn run(
         cancel,
         plan: &plan,
     };
-    let stopped = if plan.threads > 2 {
-        parallel::read_all(&mut source, plan.threads - 2)?
+    let stopped = if plan.workers > 0 {
+        parallel::read_all(&mut source, plan.workers)?
     } else {
         source.read_all()?
     };

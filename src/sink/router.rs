@@ -1,0 +1,215 @@
+//! Which sink writes which row: the partition key space split over several sinks, so
+//! that writing scales across partitions.
+//!
+//! The router gives each partition key of the run a dense id (one hash lookup per row;
+//! the sinks then find a row's part file by indexing, not hashing) and an owner among
+//! the sinks. Within a checkpoint a partition has exactly one owner, so it still gets
+//! one file per checkpoint with its rows in input order: what a single sink writes,
+//! whatever the number of sinks. At each barrier the owners are dealt out again by the
+//! rows each partition took in the checkpoint just ended (largest first, each to the
+//! least loaded sink), which costs nothing: every checkpoint starts new files anyway.
+//! Ids are assigned in the order keys first appear, and owners from row counts only, so
+//! the same input gives the same assignment.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use foldhash::fast::RandomState;
+
+use crate::batch::{Msg, RecordBatch};
+use crate::protocol::Barrier;
+
+/// A batch with each good row's partition id and owning sink.
+#[derive(Debug)]
+pub struct Routed {
+    pub batch: RecordBatch,
+    /// Partition id of each row, in row order.
+    pub ids: Vec<u32>,
+    /// The sink that writes each row, in row order.
+    pub owners: Vec<u8>,
+}
+
+/// What a sink receives: batches shared by every sink (each writes its own rows), and
+/// barriers.
+#[derive(Debug)]
+pub enum Work {
+    Batch(Arc<Routed>),
+    Barrier(Barrier),
+}
+
+/// Most sinks one router feeds (owners are bytes).
+pub const MAX_SINKS: usize = 64;
+
+/// Assigns partition ids and owners, on the thread in front of the sinks.
+pub struct Router {
+    partition_cols: Vec<usize>,
+    sinks: usize,
+    /// Partition key (length-prefixed raw values) → id.
+    ids: HashMap<Vec<u8>, u32, RandomState>,
+    /// Per id: its owner in the current checkpoint.
+    owner: Vec<u8>,
+    /// Per id: rows routed to it in the current checkpoint.
+    load: Vec<u64>,
+    /// Per sink: rows routed to it in the current checkpoint.
+    sink_load: Vec<u64>,
+    key: Vec<u8>,
+}
+
+impl Router {
+    /// A router over the partition columns `partition_cols` (batch column indices) for
+    /// `sinks` sinks (1 to [`MAX_SINKS`]).
+    pub fn new(partition_cols: Vec<usize>, sinks: usize) -> Router {
+        let sinks = sinks.clamp(1, MAX_SINKS);
+        Router {
+            partition_cols,
+            sinks,
+            ids: HashMap::default(),
+            owner: Vec::new(),
+            load: Vec::new(),
+            sink_load: vec![0; sinks],
+            key: Vec::new(),
+        }
+    }
+
+    /// Routes a message: a batch's rows get ids and owners; a barrier deals out the
+    /// owners for the next checkpoint.
+    pub fn route(&mut self, msg: Msg) -> Work {
+        match msg {
+            Msg::Batch(batch) => Work::Batch(Arc::new(self.route_batch(batch))),
+            Msg::Barrier(barrier) => {
+                self.rebalance();
+                Work::Barrier(barrier)
+            }
+        }
+    }
+
+    fn route_batch(&mut self, batch: RecordBatch) -> Routed {
+        let mut ids = Vec::with_capacity(batch.len());
+        let mut owners = Vec::with_capacity(batch.len());
+        for row in 0..batch.len() {
+            self.key.clear();
+            for &col in &self.partition_cols {
+                let value = batch.field(row, col);
+                self.key
+                    .extend_from_slice(&(value.len() as u32).to_le_bytes());
+                self.key.extend_from_slice(value);
+            }
+            let id = match self.ids.get(self.key.as_slice()) {
+                Some(&id) => id,
+                None => self.new_id(),
+            } as usize;
+            self.load[id] += 1;
+            let owner = self.owner[id];
+            self.sink_load[owner as usize] += 1;
+            ids.push(id as u32);
+            owners.push(owner);
+        }
+        Routed { batch, ids, owners }
+    }
+
+    /// An id for the key in `self.key`, owned by the least loaded sink.
+    fn new_id(&mut self) -> u32 {
+        let id = self.owner.len() as u32;
+        let owner = least_loaded(&self.sink_load);
+        self.ids.insert(self.key.clone(), id);
+        self.owner.push(owner as u8);
+        self.load.push(0);
+        id
+    }
+
+    /// Deals the partitions out again, largest of the ended checkpoint first, each to
+    /// the sink with the fewest rows so far; then starts counting the next checkpoint.
+    fn rebalance(&mut self) {
+        if self.sinks > 1 {
+            let mut order: Vec<usize> = (0..self.owner.len()).collect();
+            // Stable: equal loads keep id order, so the deal is deterministic.
+            order.sort_by_key(|&id| std::cmp::Reverse(self.load[id]));
+            let mut dealt = vec![0u64; self.sinks];
+            for id in order {
+                let sink = least_loaded(&dealt);
+                dealt[sink] += self.load[id];
+                self.owner[id] = sink as u8;
+            }
+        }
+        self.load.iter_mut().for_each(|l| *l = 0);
+        self.sink_load.iter_mut().for_each(|l| *l = 0);
+    }
+}
+
+/// The first sink with the least load.
+fn least_loaded(load: &[u64]) -> usize {
+    let mut best = 0;
+    for (i, &l) in load.iter().enumerate() {
+        if l < load[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(values: &[&str]) -> RecordBatch {
+        let mut b = RecordBatch::new(2);
+        for (i, v) in values.iter().enumerate() {
+            let row = i.to_string();
+            b.push([v.as_bytes(), row.as_bytes()], 0, i as u64 + 2);
+        }
+        b
+    }
+
+    fn routed(router: &mut Router, values: &[&str]) -> Arc<Routed> {
+        match router.route(Msg::Batch(batch(values))) {
+            Work::Batch(r) => r,
+            Work::Barrier(_) => panic!("a batch routed as a barrier"),
+        }
+    }
+
+    fn barrier(router: &mut Router) {
+        router.route(Msg::Barrier(Barrier {
+            checkpoint: 1,
+            last: false,
+        }));
+    }
+
+    #[test]
+    fn one_key_one_id_and_one_owner_per_checkpoint() {
+        let mut router = Router::new(vec![0], 3);
+        let r = routed(&mut router, &["a", "b", "a", "c", "d", "b"]);
+        assert_eq!(r.ids, [0, 1, 0, 2, 3, 1]);
+        // New keys go to the least loaded sink at the time: a, b, c, then d to the
+        // sink with fewest rows (b's and c's have one each, a's two).
+        assert_eq!(r.owners, [0, 1, 0, 2, 1, 1]);
+        let r = routed(&mut router, &["d", "a"]);
+        assert_eq!((r.ids.clone(), r.owners.clone()), (vec![3, 0], vec![1, 0]));
+    }
+
+    #[test]
+    fn a_barrier_deals_the_largest_partitions_apart() {
+        let mut router = Router::new(vec![0], 2);
+        // a and b first land on sinks 0 and 1; then a, b and c all grow.
+        let mut rows = vec!["a", "b"];
+        rows.extend(std::iter::repeat_n("a", 9));
+        rows.extend(std::iter::repeat_n("b", 9));
+        rows.extend(std::iter::repeat_n("c", 8));
+        let r = routed(&mut router, &rows);
+        assert_eq!(r.owners[..2], [0, 1]);
+        barrier(&mut router);
+        // Loads a 10, b 10, c 8: a → 0, b → 1, c → 0 (ties go to the first sink).
+        let r = routed(&mut router, &["c", "b", "a"]);
+        assert_eq!(r.owners, [0, 1, 0]);
+        barrier(&mut router);
+        // Loads c 1, b 1, a 1: in id order a → 0, b → 1, c → 0.
+        let r = routed(&mut router, &["a", "b", "c"]);
+        assert_eq!(r.owners, [0, 1, 0]);
+    }
+
+    #[test]
+    fn without_partition_columns_every_row_has_one_id() {
+        let mut router = Router::new(Vec::new(), 4);
+        let r = routed(&mut router, &["x", "y"]);
+        assert_eq!((r.ids.clone(), r.owners.clone()), (vec![0, 0], vec![0, 0]));
+    }
+}
