@@ -53,6 +53,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("binaries", nargs="+")
     ap.add_argument("--mb", type=int, default=1000)
+    ap.add_argument("--shape", choices=["quoted", "plain"], default="quoted",
+                    help="gen_orders.py's data shape: quoted (about half the records) or plain")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--work", default="/tmp/ingest-bench")
     ap.add_argument("--modes", default="plain,pipeline", help=f"comma-separated, of: {', '.join(MODES)}")
@@ -63,12 +65,13 @@ def main():
         ap.error(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
     if "plain" not in modes:
         modes.insert(0, "plain")
-    data = os.path.join(args.work, f"data-{args.mb}MB")
+    suffix = "" if args.shape == "quoted" else f"-{args.shape}"
+    data = os.path.join(args.work, f"data-{args.mb}MB{suffix}")
     marker = os.path.join(data, ".complete")  # as bench.py leaves it
     if not os.path.exists(marker):
         shutil.rmtree(data, ignore_errors=True)
         subprocess.run([sys.executable, os.path.join(ROOT, "bench/gen_orders.py"), data, "--mb", str(args.mb),
-                        "--files", "4"], check=True)
+                        "--files", "4", "--shape", args.shape], check=True)
         open(marker, "w").close()
     out = os.path.join(args.work, "ab-out")
     results = {}

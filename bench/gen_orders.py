@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Deterministic, realistic orders data for benchmarks.
 
-    gen_orders.py OUT_DIR --mb 100 [--files 4] [--seed 1]
+    gen_orders.py OUT_DIR --mb 100 [--files 4] [--seed 1] [--shape quoted|plain]
     gen_orders.py OUT_DIR --rows 1000000
 
 Columns: order_id, ts, dt, customer, email, country (~40 values), amount, currency,
 status, note. About 30 days of timestamps; quoted fields with commas, quotes and
 newlines; some unicode. The same arguments always give the same bytes.
+
+`--shape plain` is the second data shape: the same columns and value mix, but names and
+notes without commas, quotes or line ends, so no field is quoted, as in most machine
+exports (the default shape quotes about half the records).
 """
 import argparse, csv, os, random
 
@@ -17,6 +21,8 @@ NAMES = ["Ada Lovelace", "Zoë Müller", "José Ñúñez", "李雷", "O'Brien, P
          "Søren Kierkegaard", "Ярослава", "Amélie Poulain", "Grace Hopper", "Alan Turing"]
 NOTES = ["", "", "", "gift wrap", "leave at door, ring twice", 'says "urgent"',
          "line one\nline two", "café ☕ order", "comma, quote \" and\nnewline", "N/A"]
+PLAIN_NAMES = [n.replace(",", "").replace('"', "") for n in NAMES]
+PLAIN_NOTES = [n.replace(",", ";").replace('"', "'").replace("\n", " ") for n in NOTES]
 STATUS = ["paid", "shipped", "delivered", "refunded", "cancelled"]
 
 
@@ -27,7 +33,9 @@ def main():
     ap.add_argument("--rows", type=int)
     ap.add_argument("--files", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--shape", choices=["quoted", "plain"], default="quoted")
     args = ap.parse_args()
+    names, notes = (NAMES, NOTES) if args.shape == "quoted" else (PLAIN_NAMES, PLAIN_NOTES)
     if (args.mb is None) == (args.rows is None):
         ap.error("give exactly one of --mb and --rows")
     rng = random.Random(args.seed)
@@ -51,10 +59,10 @@ def main():
                     break
                 day = 1 + rng.randrange(30)
                 ts = f"2026-10-{day:02d}T{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}Z"
-                name = rng.choice(NAMES)
+                name = rng.choice(names)
                 w.writerow([oid, ts, f"2026-10-{day:02d}", name, f"user{rng.randrange(10**6)}@example.com",
                             rng.choice(COUNTRIES), f"{rng.randrange(100, 1000000) / 100:.2f}",
-                            rng.choice(("EUR", "USD", "JPY")), rng.choice(STATUS), rng.choice(NOTES)])
+                            rng.choice(("EUR", "USD", "JPY")), rng.choice(STATUS), rng.choice(notes)])
                 oid += 1
                 written += 1
                 if rows_left is not None:

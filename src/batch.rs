@@ -2,6 +2,10 @@
 //!
 //! A batch stores its records row-major in one byte buffer with one end offset per
 //! field, so moving a batch across a channel moves a few allocations, not one per field.
+//! Each stored field is followed by one separator byte, `,` ([`SEP`]): a record that
+//! needs no CSV quoting is then already its CSV line, and a sink copies runs of its
+//! fields at once instead of field by field (the source copies a record that held no
+//! quote from its raw bytes in one piece too).
 //! Every record of a batch has exactly the batch's number of columns. Nulls (which CSV
 //! input never has, but casts and expressions make) live in a bitmap allocated only when
 //! the first one appears. Bad rows a stage turns away travel with the batch as rejects,
@@ -9,6 +13,9 @@
 
 use crate::protocol::Barrier;
 use crate::schema::ColumnType;
+
+/// The byte after every stored field.
+pub const SEP: u8 = b',';
 
 /// Rows per batch: large enough to amortise a channel hop, small enough to stay in cache.
 pub const BATCH_ROWS: usize = 4096;
@@ -32,8 +39,12 @@ pub struct RecordBatch {
     /// change this, never the data. `None` shows every stored column in order.
     view: Option<Vec<usize>>,
     data: Vec<u8>,
-    /// End offset in `data` of every field, row after row.
+    /// End offset in `data` of every field, row after row; a [`SEP`] follows each, so
+    /// field `i` starts at `ends[i - 1] + 1`.
     ends: Vec<usize>,
+    /// Per record: its stored fields need no CSV quoting (no `,`, quote or line end in
+    /// any), so its stored bytes from one field to another are CSV as they are.
+    plain: Vec<bool>,
     /// Per field, true when null; `None` while the batch has no null at all.
     nulls: Option<Vec<bool>>,
     /// The 1-based source line where each record starts (for error messages).
@@ -131,7 +142,7 @@ impl<'a> ColumnView<'a> {
                 if nulls.is_some_and(|n| n[i]) {
                     return None;
                 }
-                let start = if i == 0 { 0 } else { ends[i - 1] };
+                let start = if i == 0 { 0 } else { ends[i - 1] + 1 };
                 Some(&data[start..ends[i]])
             }
             ColumnView::Added(column) => (!column.nulls[row]).then(|| column.get(row)),
@@ -152,6 +163,7 @@ impl RecordBatch {
             view: None,
             data: Vec::with_capacity(bytes),
             ends: Vec::with_capacity(BATCH_ROWS * ncols),
+            plain: Vec::with_capacity(BATCH_ROWS),
             nulls: None,
             lines: Vec::with_capacity(BATCH_ROWS),
             inputs: Vec::with_capacity(BATCH_ROWS),
@@ -176,6 +188,7 @@ impl RecordBatch {
         self.view = None;
         self.data.clear();
         self.ends.clear();
+        self.plain.clear();
         self.nulls = None;
         self.lines.clear();
         self.inputs.clear();
@@ -256,19 +269,53 @@ impl RecordBatch {
     }
 
     /// Appends one record given as its fields' bytes back to back and their end offsets
-    /// (relative to `bytes`): one copy per record instead of one per field.
+    /// (relative to `bytes`).
     pub fn push_fields(&mut self, bytes: &[u8], ends: &[usize], input: u32, line: u64) {
+        let mut start = 0;
+        for &end in ends {
+            self.push_cell(Some(&bytes[start..end]));
+            start = end;
+        }
+        self.end_row(input, line);
+    }
+
+    /// Appends one record given as its raw bytes, which are exactly its fields joined by
+    /// `delimiter` (it held no quote), and its fields' end offsets without the
+    /// delimiters: one copy per record.
+    pub fn push_joined(
+        &mut self,
+        joined: &[u8],
+        delimiter: u8,
+        ends: &[usize],
+        input: u32,
+        line: u64,
+    ) {
         debug_assert!(
             self.view.is_none(),
             "records are appended to unprojected batches only"
         );
+        debug_assert_eq!(joined.len() + 1, ends.last().map_or(1, |e| e + ends.len()));
         let base = self.data.len();
-        self.data.extend_from_slice(bytes);
-        self.ends.extend(ends.iter().map(|end| base + end));
+        // Unquoted, a field holds no quote and no line end; nor the delimiter, so with
+        // `,` no field needs quoting. With another delimiter a `,` may be in one.
+        let plain = delimiter == SEP || memchr::memchr(SEP, joined).is_none();
+        self.data.extend_from_slice(joined);
+        self.data.push(SEP);
+        for (i, &end) in ends.iter().enumerate() {
+            self.ends.push(base + end + i);
+        }
+        if delimiter != SEP {
+            for &end in &self.ends[self.ends.len() - ends.len()..] {
+                self.data[end] = SEP;
+            }
+        }
         if let Some(nulls) = &mut self.nulls {
             nulls.resize(self.ends.len(), false);
         }
         self.end_row(input, line);
+        if let Some(last) = self.plain.last_mut() {
+            *last = plain;
+        }
     }
 
     /// Appends one field of the record being built; `None` is null.
@@ -281,6 +328,7 @@ impl RecordBatch {
             self.data.extend_from_slice(bytes);
         }
         self.ends.push(self.data.len());
+        self.data.push(SEP);
         match (&mut self.nulls, value) {
             (Some(nulls), _) => nulls.push(value.is_none()),
             (None, None) => {
@@ -297,6 +345,7 @@ impl RecordBatch {
         debug_assert_eq!(self.ends.len(), (self.lines.len() + 1) * self.ncols);
         self.lines.push(line);
         self.inputs.push(input);
+        self.plain.push(false);
     }
 
     /// Field `col` of record `row` (empty when null).
@@ -306,25 +355,65 @@ impl RecordBatch {
             return self.added[stored - self.ncols].get(row);
         }
         let i = row * self.ncols + stored;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.data[start..self.ends[i]]
+        &self.data[self.start(i)..self.ends[i]]
     }
 
-    /// The bytes of every stored field of record `row`, back to back (no delimiters),
-    /// and the end of each field within them: one scan of the bytes answers a question
-    /// about all of the record's stored fields at once.
-    pub fn stored_row(&self, row: usize) -> (&[u8], impl Fn(usize) -> usize + '_) {
+    /// Where stored field `i` (counted over every row) starts in `data`.
+    fn start(&self, i: usize) -> usize {
+        if i == 0 {
+            0
+        } else {
+            self.ends[i - 1] + 1
+        }
+    }
+
+    /// True when record `row`'s stored fields need no CSV quoting.
+    pub fn is_plain(&self, row: usize) -> bool {
+        self.plain[row]
+    }
+
+    /// The stored fields of record `row` that need CSV quoting (they hold a `,`, a quote
+    /// or a line end), field `i` as bit `i`: 0 for a plain record, found with one scan
+    /// of its bytes for each kind otherwise; `None` past 64 stored fields.
+    pub fn needs_quotes(&self, row: usize) -> Option<u64> {
+        if self.plain[row] {
+            return Some(0);
+        }
+        if self.ncols == 0 || self.ncols > 64 {
+            return (self.ncols == 0).then_some(0);
+        }
         let first = row * self.ncols;
-        let start = if first == 0 { 0 } else { self.ends[first - 1] };
+        let start = self.start(first);
         let ends = &self.ends[first..first + self.ncols];
-        let end = ends.last().copied().unwrap_or(start);
-        // The stored field that holds byte `at` of the row.
-        let field_at = move |at: usize| ends.partition_point(|&e| e <= start + at);
-        (&self.data[start..end], field_at)
+        let bytes = &self.data[start..ends[self.ncols - 1]];
+        let mut mask = 0u64;
+        // The field holding byte `at`: the first whose end is at or after it.
+        let field_at = |at: usize| ends.partition_point(|&e| e < start + at);
+        for at in memchr::memchr3_iter(b'"', b'\n', b'\r', bytes) {
+            mask |= 1 << field_at(at);
+        }
+        // Separators sit exactly at the fields' ends; any other `,` is in a field.
+        let mut field = 0;
+        for at in memchr::memchr_iter(SEP, bytes) {
+            while ends[field] < start + at {
+                field += 1;
+            }
+            if ends[field] != start + at {
+                mask |= 1 << field;
+            }
+        }
+        Some(mask)
+    }
+
+    /// Stored fields `first..=last` of record `row` as they are stored: with `,` between
+    /// them. For a plain record (see [`RecordBatch::is_plain`]) that is their CSV.
+    pub fn stored_span(&self, row: usize, first: usize, last: usize) -> &[u8] {
+        let at = row * self.ncols;
+        &self.data[self.start(at + first)..self.ends[at + last]]
     }
 
     /// The stored field visible column `col` shows, if it is a stored one (not added by
-    /// a stage): its values are among [`RecordBatch::stored_row`]'s bytes.
+    /// a stage).
     pub fn stored_field(&self, col: usize) -> Option<usize> {
         Some(self.stored(col)).filter(|&s| s < self.ncols)
     }
@@ -404,7 +493,7 @@ impl RecordBatch {
             return;
         }
         let first = at * self.ncols;
-        let base = if first == 0 { 0 } else { self.ends[first - 1] };
+        let base = self.start(first);
         tail.data.extend_from_slice(&self.data[base..]);
         tail.ends
             .extend(self.ends[first..].iter().map(|end| end - base));
@@ -413,10 +502,12 @@ impl RecordBatch {
         }
         tail.lines.extend_from_slice(&self.lines[at..]);
         tail.inputs.extend_from_slice(&self.inputs[at..]);
+        tail.plain.extend_from_slice(&self.plain[at..]);
         self.data.truncate(base);
         self.ends.truncate(first);
         self.lines.truncate(at);
         self.inputs.truncate(at);
+        self.plain.truncate(at);
     }
 
     /// Adds `delta` to every record's line: a chunk parsed on its own counts lines from
@@ -445,11 +536,12 @@ impl RecordBatch {
                 continue;
             }
             let first = row * self.ncols;
-            let start = if first == 0 { 0 } else { self.ends[first - 1] };
+            let start = self.start(first);
+            // Through the last field's separator.
             let end = if self.ncols == 0 {
                 start
             } else {
-                self.ends[first + self.ncols - 1]
+                self.ends[first + self.ncols - 1] + 1
             };
             self.data.copy_within(start..end, out_byte);
             for col in 0..self.ncols {
@@ -460,6 +552,7 @@ impl RecordBatch {
             }
             self.lines[out_row] = self.lines[row];
             self.inputs[out_row] = self.inputs[row];
+            self.plain[out_row] = self.plain[row];
             out_byte += end - start;
             out_row += 1;
         }
@@ -470,6 +563,7 @@ impl RecordBatch {
         }
         self.lines.truncate(out_row);
         self.inputs.truncate(out_row);
+        self.plain.truncate(out_row);
         for column in &mut self.added {
             column.retain(keep);
         }
@@ -576,6 +670,70 @@ mod tests {
             assert_eq!(tail.rejects[0].line, 105);
             tail.rejects.clear();
         }
+    }
+
+    /// Fields and their ends without delimiters, as the reader hands them over.
+    fn ends_of(fields: &[&str]) -> Vec<usize> {
+        let mut end = 0;
+        fields
+            .iter()
+            .map(|f| {
+                end += f.len();
+                end
+            })
+            .collect()
+    }
+
+    #[test]
+    fn joined_records_read_back_field_by_field_and_know_what_needs_quotes() {
+        let mut b = RecordBatch::new(3);
+        // From raw bytes with `,`: plain, every stored span is CSV.
+        b.push_joined(b"1,ab,", b',', &ends_of(&["1", "ab", ""]), 0, 2);
+        // With `;`: a `,` inside a field makes the record need quotes there.
+        b.push_joined(b"2;x,y;z", b';', &ends_of(&["2", "x,y", "z"]), 0, 3);
+        b.push_joined(b"3;;w", b';', &ends_of(&["3", "", "w"]), 0, 4);
+        // Field by field (a quoted record): a quote, a line end, a comma, a CR.
+        let quoted = ["say \"hi\"", "a\nb", "c,d"];
+        b.push_fields(quoted.concat().as_bytes(), &ends_of(&quoted), 1, 5);
+        b.push_fields(b"\rxyz", &[1, 2, 4], 1, 7);
+        assert_eq!(
+            rows(&b),
+            [
+                ["1", "ab", ""],
+                ["2", "x,y", "z"],
+                ["3", "", "w"],
+                ["say \"hi\"", "a\nb", "c,d"],
+                ["\r", "x", "yz"],
+            ]
+            .map(|r| r.map(|f| Some(f.to_string())).to_vec())
+        );
+        let masks: Vec<_> = (0..b.len()).map(|r| b.needs_quotes(r)).collect();
+        assert_eq!(
+            masks,
+            [Some(0), Some(0b010), Some(0), Some(0b111), Some(0b001)]
+        );
+        assert!(b.is_plain(0) && !b.is_plain(1) && b.is_plain(2) && !b.is_plain(3));
+        assert_eq!(b.stored_span(0, 0, 2), b"1,ab,");
+        assert_eq!(b.stored_span(2, 1, 2), b",w");
+        assert_eq!(b.stored_span(1, 0, 1), b"2,x,y");
+
+        // Removing and splitting rows keeps each record's fields and plainness.
+        b.retain(&[false, true, true, false, true]);
+        assert_eq!(rows(&b)[1], ["3", "", "w"].map(|f| Some(f.to_string())));
+        assert_eq!(
+            (b.is_plain(0), b.is_plain(1), b.is_plain(2)),
+            (false, true, false)
+        );
+        assert_eq!(b.needs_quotes(0), Some(0b010));
+        let mut tail = RecordBatch::new(3);
+        b.split_off(1, &mut tail);
+        assert_eq!(
+            rows(&b),
+            [["2", "x,y", "z"].map(|f| Some(f.to_string())).to_vec()]
+        );
+        assert!(tail.is_plain(0) && !tail.is_plain(1));
+        assert_eq!(tail.stored_span(0, 0, 2), b"3,,w");
+        assert_eq!(tail.needs_quotes(1), Some(0b001));
     }
 
     fn rows(b: &RecordBatch) -> Vec<Vec<Option<String>>> {

@@ -238,6 +238,29 @@ fn each_checkpoint_is_one_delta_commit_with_the_jobs_txn() {
 }
 
 #[test]
+fn several_sinks_commit_each_checkpoint_as_one_delta_commit() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    // Four threads: two sinks split the partitions, each its own Parquet files.
+    assert_code(&w.run(&[LOAD, &["--threads", "4"]].concat()), 0);
+    let log = delta_log(&w.path("t"));
+    let checkpoints = log.txns.len() as u64;
+    assert!(checkpoints >= 5, "{:?}", log.txns);
+    assert_eq!(log.version, checkpoints, "one commit per checkpoint");
+    // Sink i of 2 numbers its files i, i + 2, …: both wrote.
+    let parity: std::collections::BTreeSet<u64> = log
+        .files
+        .keys()
+        .map(|path| {
+            let stem = path.rsplit('/').next().unwrap().split('.').next().unwrap();
+            stem.rsplit('-').next().unwrap().parse::<u64>().unwrap() % 2
+        })
+        .collect();
+    assert_eq!(parity.len(), 2, "{:?}", log.files.keys());
+    assert_settled(&w, "two sinks");
+}
+
+#[test]
 fn every_fail_point_then_recover_commits_each_checkpoint_once() {
     let points: Vec<String> = all_fail_points()
         .into_iter()

@@ -93,6 +93,41 @@ impl Layout {
     }
 }
 
+/// A layout's columns in one batch as runs of consecutive stored fields, each run
+/// `first..=last`: for a plain record (no field needing quotes) each run's stored bytes
+/// are its CSV, copied at once (`batch.rs` keeps a `,` after every stored field). Found
+/// once per batch.
+#[derive(Debug, Default)]
+pub struct Runs {
+    spans: Vec<(usize, usize)>,
+    /// False when some column is not a stored field (a stage made it), or the record has
+    /// one field (an empty one must be quoted).
+    whole: bool,
+}
+
+impl Runs {
+    /// The runs of `layout`'s columns in `batch`.
+    pub fn find(&mut self, layout: &Layout, batch: &RecordBatch) {
+        self.spans.clear();
+        self.whole = layout.cols.len() > 1;
+        for &col in &layout.cols {
+            let Some(stored) = batch.stored_field(col) else {
+                self.whole = false;
+                return;
+            };
+            match self.spans.last_mut() {
+                Some(run) if run.1 + 1 == stored => run.1 = stored,
+                _ => self.spans.push((stored, stored)),
+            }
+        }
+    }
+
+    /// The runs, if plain records can be copied by them.
+    fn spans(&self) -> Option<&[(usize, usize)]> {
+        self.whole.then_some(self.spans.as_slice())
+    }
+}
+
 /// The file under the encoder, counting the bytes that reach it (for
 /// `--target-file-size`, which therefore counts compressed bytes).
 pub struct Counted {
@@ -258,42 +293,52 @@ impl Encoder {
         Ok(())
     }
 
-    /// Writes rows `rows` of `batch`, in that order. Hot path: no allocation per row.
+    /// Writes rows `rows` of `batch`, in that order; `runs` are the layout's columns in
+    /// `batch` (see [`Runs`]). Hot path: no allocation per row.
     pub fn write_rows(
         &mut self,
         layout: &Layout,
         batch: &RecordBatch,
         rows: &[usize],
+        runs: &Runs,
     ) -> Result<()> {
         match self {
             // Nulls are written as empty fields: CSV has no other spelling for them.
             Encoder::Csv(w) => {
-                let single = layout.cols.len() == 1;
                 for &row in rows {
-                    // One scan of the row's stored bytes finds every stored field that
-                    // must be quoted (most rows: none).
-                    let (bytes, field_at) = batch.stored_row(row);
-                    let (mut quoted, mut every) = (0u64, false);
-                    let specials = memchr::memchr3_iter(DELIMITER, b'"', b'\n', bytes)
-                        .chain(memchr::memchr_iter(b'\r', bytes));
-                    for at in specials {
-                        match field_at(at) {
-                            f @ 0..64 => quoted |= 1 << f,
-                            _ => every = true,
+                    match (runs.spans(), batch.needs_quotes(row)) {
+                        // The stored bytes of each run of columns are their CSV, but
+                        // for the fields that must be quoted.
+                        (Some(spans), Some(quoted)) => {
+                            for (i, &(first, last)) in spans.iter().enumerate() {
+                                if i > 0 {
+                                    w.buf.push(DELIMITER);
+                                }
+                                let span = (u64::MAX >> (63 - last)) & (u64::MAX << first);
+                                if quoted & span == 0 {
+                                    w.buf.extend_from_slice(batch.stored_span(row, first, last));
+                                    continue;
+                                }
+                                for field in first..=last {
+                                    if field > first {
+                                        w.buf.push(DELIMITER);
+                                    }
+                                    let bytes = batch.stored_span(row, field, field);
+                                    if quoted & (1 << field) == 0 {
+                                        w.buf.extend_from_slice(bytes);
+                                    } else {
+                                        push_field(&mut w.buf, bytes, layout.cols.len());
+                                    }
+                                }
+                            }
                         }
-                    }
-                    for (i, &c) in layout.cols.iter().enumerate() {
-                        if i > 0 {
-                            w.buf.push(DELIMITER);
-                        }
-                        let field = batch.field(row, c);
-                        let plain = batch
-                            .stored_field(c)
-                            .is_some_and(|s| !every && s < 64 && quoted & (1 << s) == 0);
-                        if plain && !(single && field.is_empty()) {
-                            w.buf.extend_from_slice(field);
-                        } else {
-                            push_field(&mut w.buf, field, layout.cols.len());
+                        _ => {
+                            for (i, &c) in layout.cols.iter().enumerate() {
+                                if i > 0 {
+                                    w.buf.push(DELIMITER);
+                                }
+                                push_field(&mut w.buf, batch.field(row, c), layout.cols.len());
+                            }
                         }
                     }
                     w.buf.push(b'\n');
@@ -465,9 +510,17 @@ mod tests {
 
     use super::*;
 
+    fn runs(layout: &Layout, batch: &RecordBatch) -> Runs {
+        let mut runs = Runs::default();
+        runs.find(layout, batch);
+        runs
+    }
+
     /// Fields made of the bytes that matter to quoting, and others.
+    /// Mostly fields that need no quotes, so that whole records often do not either.
     fn field() -> impl Strategy<Value = Vec<u8>> {
-        proptest::collection::vec(
+        let plain = proptest::collection::vec(prop_oneof![Just(b'a'), Just(b' ')], 0..4);
+        let any = proptest::collection::vec(
             prop_oneof![
                 Just(b'a'),
                 Just(b','),
@@ -478,14 +531,15 @@ mod tests {
                 Just(b';')
             ],
             0..6,
-        )
+        );
+        prop_oneof![3 => plain, 1 => any]
     }
 
     /// Columns, rows of that many fields, and a replacement value per row.
     type Rows = (usize, Vec<Vec<Vec<u8>>>, Vec<Vec<u8>>);
 
     fn rows() -> impl Strategy<Value = Rows> {
-        (1usize..4).prop_flat_map(|n| {
+        (1usize..6).prop_flat_map(|n| {
             let rows = proptest::collection::vec(proptest::collection::vec(field(), n), 1..20);
             (Just(n), rows).prop_flat_map(|(n, rows)| {
                 let len = rows.len();
@@ -521,7 +575,8 @@ mod tests {
             1024,
         )
         .unwrap();
-        enc.write_rows(&layout, &b, &[0]).unwrap();
+        enc.write_rows(&layout, &b, &[0], &runs(&layout, &b))
+            .unwrap();
         enc.close().unwrap();
         let mut want = csv::Writer::from_writer(Vec::new());
         want.write_record(&fields).unwrap();
@@ -532,12 +587,24 @@ mod tests {
         /// The hand-written writer is the csv crate's default writer, byte for byte:
         /// header, stored fields, a column a stage replaced, rejects' cells.
         #[test]
-        fn csv_out_writes_what_the_csv_crate_writes((n, rows, replaced) in rows(), replace in any::<bool>()) {
+        fn csv_out_writes_what_the_csv_crate_writes((n, rows, replaced) in rows(), replace in any::<bool>(), skip in 0usize..6) {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("x.csv");
             let mut b = RecordBatch::new(n);
             for row in &rows {
-                b.push(row.iter().map(Vec::as_slice), 0, 1);
+                // As the source stores them: a record without quotes or line ends from
+                // its raw bytes (with either delimiter), others field by field.
+                let special = |d: u8| row.iter().flatten().any(|&c| matches!(c, b'"' | b'\n' | b'\r') || c == d);
+                let mut ends = Vec::new();
+                let mut end = 0;
+                for field in row {
+                    end += field.len();
+                    ends.push(end);
+                }
+                match [b',', b';'].into_iter().find(|&d| !special(d)) {
+                    Some(d) => b.push_joined(&row.join(&d), d, &ends, 0, 1),
+                    None => b.push(row.iter().map(Vec::as_slice), 0, 1),
+                }
             }
             if replace {
                 let mut column = Column::with_rows(rows.len());
@@ -546,24 +613,27 @@ mod tests {
                 }
                 b.replace_column(n - 1, column);
             }
-            let header: Vec<String> = (0..n).map(|i| if i == 1 { "a,b".into() } else { format!("c{i}") }).collect();
-            let layout = Layout::new((0..n).collect(), header.clone(), &vec![ColumnType::String; n]);
+            // A column left out of the files (as a partition column is), if there is one
+            // to spare: the runs of stored columns break there.
+            let cols: Vec<usize> = (0..n).filter(|&c| n == 1 || c != skip).collect();
+            let header: Vec<String> = cols.iter().map(|&i| if i == 1 { "a,b".into() } else { format!("c{i}") }).collect();
+            let layout = Layout::new(cols.clone(), header.clone(), &vec![ColumnType::String; cols.len()]);
             // A small buffer: rows spill to the file between writes too.
             let mut enc = Encoder::new(Format::Csv, Compression::None, File::create(&path).unwrap(), 64).unwrap();
             enc.start(&layout.header).unwrap();
-            enc.write_rows(&layout, &b, &(0..rows.len()).collect::<Vec<_>>()).unwrap();
+            enc.write_rows(&layout, &b, &(0..rows.len()).collect::<Vec<_>>(), &runs(&layout, &b)).unwrap();
             let cells: Vec<&[u8]> = rows[0].iter().map(Vec::as_slice).collect();
             enc.write_cells(&cells).unwrap();
             enc.close().unwrap();
 
-            let mut want = csv::Writer::from_writer(Vec::new());
+            let mut want = csv::WriterBuilder::new().flexible(true).from_writer(Vec::new());
             want.write_record(&header).unwrap();
             for (r, row) in rows.iter().enumerate() {
                 let mut record: Vec<&[u8]> = row.iter().map(Vec::as_slice).collect();
                 if replace {
                     record[n - 1] = &replaced[r];
                 }
-                want.write_record(&record).unwrap();
+                want.write_record(cols.iter().map(|&c| record[c])).unwrap();
             }
             want.write_record(&cells).unwrap();
             let want = want.into_inner().unwrap();
@@ -594,7 +664,8 @@ mod tests {
         )
         .unwrap();
         enc.start(&layout.header).unwrap();
-        enc.write_rows(&layout, &b, &[0]).unwrap();
+        enc.write_rows(&layout, &b, &[0], &runs(&layout, &b))
+            .unwrap();
         enc.close().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(

@@ -102,6 +102,7 @@ pub struct TableSink {
     shard: Shard,
     txn: Transaction,
     routes: route::Routes,
+    runs: encode::Runs,
     dir_name: String,
     ancestors_synced: bool,
     rejects: Rejects,
@@ -156,6 +157,7 @@ impl TableSink {
             output,
             shard: Shard::ONE,
             txn: Transaction::new(layout, run_id, first_checkpoint),
+            runs: encode::Runs::default(),
             routes: route::Routes::default(),
             dir_name: String::new(),
             ancestors_synced: false,
@@ -191,6 +193,7 @@ impl TableSink {
             self.write_rejects(batch)?;
         }
         let grouped = self.format == Format::Parquet;
+        self.runs.find(&self.layout_cols, batch);
         let mut routes = std::mem::take(&mut self.routes);
         routes.clear();
         let me = self.shard.index as u8;
@@ -227,10 +230,10 @@ impl TableSink {
     /// opens its next part.
     fn write_rows(&mut self, batch: &RecordBatch, mut part: usize, rows: &[usize]) -> Result<()> {
         let Some(limit) = self.output.target_file_size else {
-            let written = self
-                .txn
-                .writer(part)?
-                .write_rows(&self.layout_cols, batch, rows);
+            let written =
+                self.txn
+                    .writer(part)?
+                    .write_rows(&self.layout_cols, batch, rows, &self.runs);
             let file = &mut self.txn.parts[part];
             written
                 .with_context(|| format!("cannot write staged file {}", file.staged.display()))?;
@@ -238,10 +241,10 @@ impl TableSink {
             return Ok(());
         };
         for (i, &row) in rows.iter().enumerate() {
-            let written = self
-                .txn
-                .writer(part)?
-                .write_rows(&self.layout_cols, batch, &[row]);
+            let written =
+                self.txn
+                    .writer(part)?
+                    .write_rows(&self.layout_cols, batch, &[row], &self.runs);
             let file = &mut self.txn.parts[part];
             written
                 .with_context(|| format!("cannot write staged file {}", file.staged.display()))?;

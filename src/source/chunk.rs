@@ -200,8 +200,7 @@ fn parse_chunk(
         }
         let line = reader.record_line();
         if identity {
-            let (fields, field_ends) = reader.raw_fields();
-            batch.push_fields(fields, field_ends, job.input as u32, line);
+            reader.push_to(&mut batch, job.input as u32);
         } else {
             batch.push(
                 job.mapping.iter().map(|&m| reader.field(m)),

@@ -469,8 +469,7 @@ impl Source<'_> {
                 }
                 batch.end_row(index as u32, reader.record_line());
             } else if identity {
-                let (bytes, ends) = reader.raw_fields();
-                batch.push_fields(bytes, ends, index as u32, reader.record_line());
+                reader.push_to(batch, index as u32);
             } else {
                 batch.push(
                     columns.mapping.iter().map(|&m| reader.field(m)),

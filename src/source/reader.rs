@@ -29,6 +29,7 @@ use csv_core::{ReadRecordResult, ReaderBuilder};
 use super::content_hash::ContentHash;
 use super::jsonl;
 use super::quotes::QuoteCheck;
+use crate::batch::RecordBatch;
 use crate::protocol::Fingerprint;
 
 const CHUNK: usize = 256 * 1024;
@@ -69,6 +70,10 @@ pub struct InputReader {
     /// The current record was ended by the end of the stream, not by a line end: in a
     /// chunk that stops before the input does, it may go on in the bytes after.
     ended_by_eof: bool,
+    /// Where in `buf` the current record's raw bytes lie (start, length without the line
+    /// end) when they are exactly its fields joined by the delimiter: it held no quote
+    /// and came in one read of the buffer.
+    joined: Option<(usize, usize)>,
     /// Set for a JSON lines input.
     jsonl: Option<JsonLines>,
 }
@@ -387,6 +392,7 @@ impl InputReader {
             next_quote: 0,
             malformed: None,
             ended_by_eof: false,
+            joined: None,
             utf8: Utf8Check::default(),
             jsonl: is_jsonl(name).then(JsonLines::default),
         }
@@ -641,9 +647,13 @@ impl InputReader {
         self.record_start = self.offset;
         self.quotes.begin(self.record_line);
         self.malformed = None;
+        self.joined = None;
         let (mut outlen, mut endlen) = (0, 0);
+        let (mut reads, mut quoted) = (0, false);
         loop {
             self.fill()?;
+            let begin = self.start;
+            reads += 1;
             let input = &self.buf[self.start..self.end];
             let at_eof = input.is_empty();
             let (res, nin, nout, nend) =
@@ -651,6 +661,7 @@ impl InputReader {
                     .read_record(input, &mut self.fields[outlen..], &mut self.ends[endlen..]);
             let consumed = self.start + nin;
             let may_quote = self.next_quote < consumed;
+            quoted |= may_quote;
             self.quotes.feed(&input[..nin], may_quote);
             if may_quote {
                 let rest = &self.buf[consumed..self.end];
@@ -673,6 +684,13 @@ impl InputReader {
                     self.nfields = endlen;
                     self.ended_by_eof = at_eof;
                     self.malformed = self.quotes.end();
+                    // Without quotes the parser only drops the delimiters and the line
+                    // end: the raw bytes are the fields joined by the delimiter.
+                    let len = outlen + endlen.saturating_sub(1);
+                    if reads == 1 && !quoted && endlen > 0 && len <= nin {
+                        debug_assert!(len == nin || matches!(self.buf[begin + len], b'\n' | b'\r'));
+                        self.joined = Some((begin, len));
+                    }
                     return Ok(true);
                 }
                 ReadRecordResult::End => {
@@ -727,6 +745,25 @@ impl InputReader {
     pub fn raw_fields(&self) -> (&[u8], &[usize]) {
         let ends = &self.ends[..self.nfields];
         (&self.fields[..ends.last().copied().unwrap_or(0)], ends)
+    }
+
+    /// The current record's raw bytes when they are exactly its fields joined by the
+    /// delimiter (no quote in them): copied as they are, they need no delimiters put
+    /// back.
+    pub fn joined(&self) -> Option<&[u8]> {
+        self.joined
+            .map(|(start, len)| &self.buf[start..start + len])
+    }
+
+    /// Appends the current record, all its fields in order, to `batch`.
+    pub fn push_to(&self, batch: &mut RecordBatch, input: u32) {
+        let (bytes, ends) = self.raw_fields();
+        match self.joined() {
+            Some(joined) => {
+                batch.push_joined(joined, self.delimiter, ends, input, self.record_line)
+            }
+            None => batch.push_fields(bytes, ends, input, self.record_line),
+        }
     }
 
     /// All fields of the current record.
@@ -891,6 +928,27 @@ mod tests {
         // Lines are counted by line feeds, as csv_core does (a lone CR ends a record).
         assert_eq!(lines, [1, 2, 4, 7, 7, 9]);
         assert_eq!(starts, [0, 3, 8, 12, 14, 20]);
+    }
+
+    #[test]
+    fn only_a_record_without_quotes_is_handed_over_joined() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = b"h,i\r\na,b\r\n\"c\",d\nx,\"y\nz\"\n,\ne,f";
+        let path = write(dir.path(), "j.csv", text);
+        let mut r = InputReader::open(&path, b',').unwrap();
+        let mut joined = Vec::new();
+        while r.read_record().unwrap() {
+            joined.push(r.joined().map(|j| String::from_utf8_lossy(j).into_owned()));
+        }
+        // The last record has no line end: the parser asks for more input and learns of
+        // the end in a second read, after which its bytes are copied field by field.
+        let want = [Some("h,i"), Some("a,b"), None, None, Some(","), None];
+        assert_eq!(joined, want.map(|j| j.map(String::from)));
+        // Another delimiter: the raw bytes keep it.
+        let path = write(dir.path(), "k.csv", b"a;b,c\n");
+        let mut r = InputReader::open(&path, b';').unwrap();
+        assert!(r.read_record().unwrap());
+        assert_eq!(r.joined(), Some(&b"a;b,c"[..]));
     }
 
     #[test]
