@@ -44,7 +44,8 @@ pub const MAX_SINKS: usize = 64;
 pub struct Router {
     partition_cols: Vec<usize>,
     sinks: usize,
-    /// Partition key (length-prefixed raw values) → id.
+    /// Partition key → id: the raw value of a single partition column, else the
+    /// length-prefixed raw values.
     ids: HashMap<Vec<u8>, u32, RandomState>,
     /// Per id: its owner in the current checkpoint.
     owner: Vec<u8>,
@@ -86,17 +87,35 @@ impl Router {
     fn route_batch(&mut self, batch: RecordBatch) -> Routed {
         let mut ids = Vec::with_capacity(batch.len());
         let mut owners = Vec::with_capacity(batch.len());
+        // One partition column (the usual case): its value is the key as it is.
+        let single = match self.partition_cols[..] {
+            [col] => Some(batch.column(col)),
+            _ => None,
+        };
         for row in 0..batch.len() {
-            self.key.clear();
-            for &col in &self.partition_cols {
-                let value = batch.field(row, col);
-                self.key
-                    .extend_from_slice(&(value.len() as u32).to_le_bytes());
-                self.key.extend_from_slice(value);
-            }
-            let id = match self.ids.get(self.key.as_slice()) {
+            let known = match single {
+                Some(column) => self.ids.get(column.get(row).unwrap_or_default()),
+                None => {
+                    self.key.clear();
+                    for &col in &self.partition_cols {
+                        let value = batch.field(row, col);
+                        self.key
+                            .extend_from_slice(&(value.len() as u32).to_le_bytes());
+                        self.key.extend_from_slice(value);
+                    }
+                    self.ids.get(self.key.as_slice())
+                }
+            };
+            let id = match known {
                 Some(&id) => id,
-                None => self.new_id(),
+                None => {
+                    if let Some(column) = single {
+                        self.key.clear();
+                        self.key
+                            .extend_from_slice(column.get(row).unwrap_or_default());
+                    }
+                    self.new_id()
+                }
             } as usize;
             self.load[id] += 1;
             let owner = self.owner[id];
