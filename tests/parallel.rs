@@ -379,21 +379,13 @@ fn part_seqs(table: &Path) -> BTreeMap<u64, Vec<u64>> {
 fn several_sinks_split_the_partitions_and_write_what_one_writes() {
     let serial = Workdir::new();
     many_partitions(&serial);
-    let load = [
-        "-t",
-        "t",
-        "-p",
-        "p",
-        "--checkpoint-rows",
-        "1000",
-        "many.csv",
-    ];
-    assert_code(&serial.run(&[&load[..], &["--threads", "1"]].concat()), 0);
+    let load = MANY_PARTITIONS_LOAD;
+    assert_code(&serial.run(&[load, &["--threads", "1"]].concat()), 0);
     // Four threads: two sinks; eight: four. 600 partitions: more than a sink keeps open.
     for (threads, sinks) in [("4", 2), ("8", 4)] {
         let w = Workdir::new();
         many_partitions(&w);
-        assert_code(&w.run(&[&load[..], &["--threads", threads]].concat()), 0);
+        assert_code(&w.run(&[load, &["--threads", threads]].concat()), 0);
         assert_eq!(
             committed_files(&w.path("t")),
             committed_files(&serial.path("t")),

@@ -47,18 +47,10 @@ fn more_partitions_than_open_files_allowed_still_land_exactly_once() {
     // files are closed and reopened while writing; a crash in between changes nothing.
     let w = Workdir::new();
     let input = many_partitions(&w);
-    let args = [
-        "-t",
-        "t",
-        "-p",
-        "p",
-        "--checkpoint-rows",
-        "1000",
-        "many.csv",
-    ];
-    assert!(crashed(
-        &w.run_failing("checkpoint.complete.after:2", &args)
-    ));
+    assert!(crashed(&w.run_failing(
+        "checkpoint.complete.after:2",
+        MANY_PARTITIONS_LOAD
+    )));
     assert_code(&w.run(&["-t", "t", "--recover"]), 0);
     assert_same_rows(
         table_rows(&w.path("t")),

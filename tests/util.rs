@@ -301,6 +301,17 @@ pub fn data_files(table: &Path) -> Vec<(PathBuf, Row)> {
     out
 }
 
+/// A load of [`many_partitions`]'s input by `p`, in three checkpoints.
+pub const MANY_PARTITIONS_LOAD: &[&str] = &[
+    "-t",
+    "t",
+    "-p",
+    "p",
+    "--checkpoint-rows",
+    "1000",
+    "many.csv",
+];
+
 /// A CSV of 3,000 rows over 600 partition values (column `p`), more than the sink keeps
 /// open at once, in rows that keep switching partitions.
 pub fn many_partitions(w: &Workdir) -> PathBuf {
