@@ -290,15 +290,33 @@ impl RecordBatch {
         input: u32,
         line: u64,
     ) {
+        // Unquoted, a field holds no quote and no line end; nor the delimiter, so with
+        // `,` no field needs quoting. With another delimiter a `,` may be in one.
+        let plain = delimiter == SEP || memchr::memchr(SEP, joined).is_none();
+        self.push_whole(joined, delimiter, ends);
+        self.end_row(input, line);
+        if let Some(last) = self.plain.last_mut() {
+            *last = plain;
+        }
+    }
+
+    /// Appends one record given as its fields, each followed by a `,`, and their end
+    /// offsets without the commas: one copy per record. Its fields may need quotes.
+    pub fn push_separated(&mut self, separated: &[u8], ends: &[usize], input: u32, line: u64) {
+        let fields = separated.len().saturating_sub(1);
+        self.push_whole(&separated[..fields], SEP, ends);
+        self.end_row(input, line);
+    }
+
+    /// Appends the fields of `joined`, separated by `delimiter` and ending at `ends` (not
+    /// counting the delimiters), storing a `,` after each.
+    fn push_whole(&mut self, joined: &[u8], delimiter: u8, ends: &[usize]) {
         debug_assert!(
             self.view.is_none(),
             "records are appended to unprojected batches only"
         );
         debug_assert_eq!(joined.len() + 1, ends.last().map_or(1, |e| e + ends.len()));
         let base = self.data.len();
-        // Unquoted, a field holds no quote and no line end; nor the delimiter, so with
-        // `,` no field needs quoting. With another delimiter a `,` may be in one.
-        let plain = delimiter == SEP || memchr::memchr(SEP, joined).is_none();
         self.data.extend_from_slice(joined);
         self.data.push(SEP);
         for (i, &end) in ends.iter().enumerate() {
@@ -311,10 +329,6 @@ impl RecordBatch {
         }
         if let Some(nulls) = &mut self.nulls {
             nulls.resize(self.ends.len(), false);
-        }
-        self.end_row(input, line);
-        if let Some(last) = self.plain.last_mut() {
-            *last = plain;
         }
     }
 

@@ -158,6 +158,14 @@ impl QuoteCheck {
         }
     }
 
+    /// The record was read whole and found well formed elsewhere
+    /// (`quoted_records.rs`); `quoted` when it held a quoted field.
+    pub fn well_formed(&mut self, quoted: bool) {
+        self.state = State::FieldStart;
+        self.quoted = quoted;
+        self.error = None;
+    }
+
     /// The record ended: why it is malformed, if it is.
     pub fn end(&mut self) -> Option<String> {
         if self.state == State::Quoted {

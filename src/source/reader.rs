@@ -28,6 +28,7 @@ use csv_core::{ReadRecordResult, ReaderBuilder};
 
 use super::content_hash::ContentHash;
 use super::jsonl;
+use super::quoted_records;
 use super::quotes::QuoteCheck;
 use crate::batch::RecordBatch;
 use crate::protocol::Fingerprint;
@@ -77,6 +78,9 @@ pub struct InputReader {
     /// True when the current record was split without the parser (`read_unquoted`): its
     /// fields are in `buf` (at `joined`), not in `fields`.
     split_in_buf: bool,
+    /// True when the current record was split without the parser (`read_quoted`): its
+    /// fields are in `fields`, each followed by a `,` that `ends` does not count.
+    separated: bool,
     /// Set for a JSON lines input.
     jsonl: Option<JsonLines>,
 }
@@ -397,6 +401,7 @@ impl InputReader {
             ended_by_eof: false,
             joined: None,
             split_in_buf: false,
+            separated: false,
             utf8: Utf8Check::default(),
             jsonl: is_jsonl(name).then(JsonLines::default),
         }
@@ -643,6 +648,7 @@ impl InputReader {
     /// Hot path: the field and end buffers are reused; nothing is allocated per record.
     pub fn read_record(&mut self) -> Result<bool> {
         self.split_in_buf = false;
+        self.separated = false;
         if self.jsonl.is_some() {
             return self.read_json_record();
         }
@@ -653,7 +659,7 @@ impl InputReader {
         self.quotes.begin(self.record_line);
         self.malformed = None;
         self.joined = None;
-        if self.read_unquoted()? {
+        if self.read_unquoted()? || self.read_quoted() {
             return Ok(true);
         }
         let (mut outlen, mut endlen) = (0, 0);
@@ -754,6 +760,49 @@ impl InputReader {
         Ok(true)
     }
 
+    /// The fast path for a record with quoted fields (`quoted_records.rs`), once
+    /// [`read_unquoted`](Self::read_unquoted) filled the buffer: a record in the buffer
+    /// whose quoting is well formed is split from quote to quote, into `fields` as the
+    /// parser would have put it, consuming the same bytes and counting the same lines;
+    /// the quoting check has nothing to find in it. False, having consumed nothing,
+    /// otherwise.
+    fn read_quoted(&mut self) -> bool {
+        if matches!(self.delimiter, b'"' | b'\n' | b'\r') {
+            return false;
+        }
+        if self.next_quote < self.start {
+            self.find_next_quote();
+        }
+        let input = &self.buf[self.start..self.end];
+        let next_quote = self.next_quote - self.start;
+        let Some(split) = quoted_records::split(
+            input,
+            self.delimiter,
+            next_quote,
+            &mut self.fields,
+            &mut self.ends,
+        ) else {
+            return false;
+        };
+        self.nfields = split.nfields;
+        self.separated = true;
+        self.ended_by_eof = false;
+        self.quotes.well_formed(next_quote < split.consumed);
+        self.malformed = None;
+        self.consume(split.consumed);
+        if self.next_quote < self.start {
+            self.find_next_quote();
+        }
+        self.core.set_line(self.core.line() + 1 + split.inner_lines);
+        true
+    }
+
+    /// Finds the buffer's next quote at or after `start`.
+    fn find_next_quote(&mut self) {
+        let rest = &self.buf[self.start..self.end];
+        self.next_quote = self.start + memchr::memchr(b'"', rest).unwrap_or(rest.len());
+    }
+
     /// Consumes the line ends before the next record: the LF of a CRLF that ended the
     /// last one, and blank lines, which the parser skips at a record's start. Then the
     /// parser's line number is the line the record starts on, and its start offset is
@@ -794,6 +843,7 @@ impl InputReader {
         match self.joined {
             // Field i lies after i delimiters.
             Some((at, _)) if self.split_in_buf => &self.buf[at + start + i..at + self.ends[i] + i],
+            _ if self.separated => &self.fields[start + i..self.ends[i] + i],
             _ => &self.fields[start..self.ends[i]],
         }
     }
@@ -812,6 +862,10 @@ impl InputReader {
         match self.joined() {
             Some(joined) => {
                 batch.push_joined(joined, self.delimiter, ends, input, self.record_line)
+            }
+            None if self.separated => {
+                let bytes = &self.fields[..ends.last().map_or(0, |end| end + ends.len())];
+                batch.push_separated(bytes, ends, input, self.record_line)
             }
             None => {
                 let bytes = &self.fields[..ends.last().copied().unwrap_or(0)];
@@ -1013,15 +1067,71 @@ mod tests {
         let want = [Some("h,i"), Some("a,b"), None, None, Some(","), None];
         assert_eq!(joined, want.map(|j| j.map(String::from)));
         // The first record the parser sees may begin with U+FEFF (the header and the
-        // records before took the fast path): it is data, not a BOM.
-        let path = write(dir.path(), "bom.csv", b"a,b\n1,2\n\xEF\xBB\xBFq,\"y\"\n");
+        // records before took the fast paths; a quote inside an unquoted field does
+        // not): it is data, not a BOM.
+        let path = write(dir.path(), "bom.csv", b"a,b\n1,\"2\"\n\xEF\xBB\xBFq,y\"\n");
         let mut r = InputReader::open(&path, b',').unwrap();
-        assert_eq!(records(&mut r)[2], ["\u{FEFF}q", "y"]);
+        assert_eq!(records(&mut r)[2], ["\u{FEFF}q", "y\""]);
         // Another delimiter: the raw bytes keep it.
         let path = write(dir.path(), "k.csv", b"a;b,c\n");
         let mut r = InputReader::open(&path, b';').unwrap();
         assert!(r.read_record().unwrap());
         assert_eq!(r.joined(), Some(&b"a;b,c"[..]));
+    }
+
+    #[test]
+    fn a_well_formed_quoted_record_reads_as_the_parser_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = b"h,i\n\"a, b\",\"c\"\"d\"\n\"multi\nline\",x\r\n5'11\",\"q\"\n\"z\"w,\"\"\n\"end\",\"\"";
+        let path = write(dir.path(), "q.csv", text);
+        let mut r = InputReader::open(&path, b',').unwrap();
+        let mut batch = RecordBatch::new(2);
+        let mut read = Vec::new();
+        while r.read_record().unwrap() {
+            let fields: Vec<String> = r
+                .fields()
+                .map(|f| String::from_utf8_lossy(f).into_owned())
+                .collect();
+            read.push((
+                fields,
+                r.record_line(),
+                r.was_quoted(),
+                r.invalid().is_some(),
+            ));
+            r.push_to(&mut batch, 0);
+        }
+        let row =
+            |f: [&str; 2], line, quoted, bad| (f.map(String::from).to_vec(), line, quoted, bad);
+        // The quoted records of lines 2, 3 and 7 take the fast path, the ones of lines
+        // 5 (a quote inside an unquoted field), 6 (text after a closing quote: a bad
+        // row) and 7 (no line end) the parser: both agree on fields, lines and quoting.
+        let want = [
+            row(["h", "i"], 1, false, false),
+            row(["a, b", "c\"d"], 2, true, false),
+            row(["multi\nline", "x"], 3, true, false),
+            row(["5'11\"", "q"], 5, true, false),
+            row(["zw", ""], 6, true, true),
+            row(["end", ""], 7, true, false),
+        ];
+        assert_eq!(read, want);
+        let csv = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_reader(&text[..])
+            .into_byte_records()
+            .map(|r| {
+                r.unwrap()
+                    .iter()
+                    .map(|f| String::from_utf8_lossy(f).into_owned())
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>();
+        assert_eq!(read.iter().map(|r| r.0.clone()).collect::<Vec<_>>(), csv);
+        // In the batch, a field holding a comma, a quote or a line end needs quotes.
+        assert_eq!(batch.field(1, 0), b"a, b");
+        assert_eq!(batch.field(2, 0), b"multi\nline");
+        assert_eq!(batch.needs_quotes(1), Some(0b11));
+        assert_eq!(batch.needs_quotes(2), Some(0b01));
+        assert_eq!(batch.needs_quotes(5), Some(0b00));
     }
 
     #[test]

@@ -1,0 +1,264 @@
+//! Records with quoted fields, split without the parser when they are well formed.
+//!
+//! `csv_core` steps through a record byte by byte; on the benchmark's orders, where
+//! about half the records quote a field (names with commas, notes with line ends), it
+//! was the largest item of a load's profile once unquoted records had their own path
+//! (`InputReader::read_unquoted`). A record whose quoting is well formed has only one
+//! reading, so it can be split by jumping from one special byte to the next (`memchr`):
+//! an unquoted field runs to the next delimiter or line end; a quoted one to its closing
+//! quote, a doubled quote inside it standing for one quote.
+//!
+//! Anything else is left to the parser, having consumed nothing: a record that does not
+//! end in the buffer, a quote inside an unquoted field, text after a closing quote, a
+//! bare CR. There `csv_core`'s lenient rules and the strict quoting check
+//! (`quotes.rs`) decide, exactly as before.
+
+/// A record [`split`] found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Split {
+    /// Bytes of the record with its line end (LF or CRLF).
+    pub consumed: usize,
+    /// Its fields (their ends are the first `nfields` of `ends`).
+    pub nfields: usize,
+    /// Line feeds inside its quoted fields.
+    pub inner_lines: u64,
+}
+
+/// Splits the record at the start of `input` into `fields` (unescaped, each followed by
+/// one `,`, so that the record is copied into a batch in one piece) and `ends` (each
+/// field's end in `fields` as if the commas were not there, which is where `csv_core`
+/// puts it), as `csv_core` would with `delimiter` and its defaults (quote `"`, doubled
+/// to escape). `next_quote` is the offset of the first
+/// quote in `input` (`input.len()` when there is none). `None` when the record is not
+/// one this path takes (see the module's doc); the buffers may then hold anything.
+///
+/// `input` must not start with a line end (the reader skips those before a record), and
+/// `delimiter` must not be a quote or a line end.
+pub fn split(
+    input: &[u8],
+    delimiter: u8,
+    next_quote: usize,
+    fields: &mut Vec<u8>,
+    ends: &mut Vec<usize>,
+) -> Option<Split> {
+    debug_assert!(!matches!(delimiter, b'"' | b'\n' | b'\r'));
+    let mut out = Fields {
+        fields,
+        ends,
+        len: 0,
+        n: 0,
+    };
+    let mut next_quote = next_quote;
+    let mut inner_lines = 0;
+    let mut at = 0;
+    loop {
+        // One field, starting at `at`; then the byte that ends it, at `at`.
+        if next_quote == at && at < input.len() {
+            at += 1;
+            loop {
+                let close = at + memchr::memchr(b'"', &input[at..])?;
+                let text = &input[at..close];
+                inner_lines += memchr::memchr_iter(b'\n', text).count() as u64;
+                out.push(text);
+                at = close + 1;
+                if input.get(at) != Some(&b'"') {
+                    break;
+                }
+                // A doubled quote: one quote, and the field goes on after it.
+                out.push(b"\"");
+                at += 1;
+            }
+            next_quote = at + memchr::memchr(b'"', &input[at..]).unwrap_or(input.len() - at);
+        } else {
+            let len = memchr::memchr3(delimiter, b'\n', b'\r', &input[at..])?;
+            if next_quote < at + len {
+                return None; // a quote inside an unquoted field
+            }
+            out.push(&input[at..at + len]);
+            at += len;
+        }
+        out.end_field();
+        match input.get(at) {
+            Some(&b) if b == delimiter => at += 1,
+            Some(b'\n') => at += 1,
+            Some(b'\r') if input.get(at + 1) == Some(&b'\n') => at += 2,
+            // Text after a closing quote, a bare CR, or the end of the buffer.
+            _ => return None,
+        }
+        if input[at - 1] == b'\n' {
+            return Some(Split {
+                consumed: at,
+                nfields: out.n,
+                inner_lines,
+            });
+        }
+    }
+}
+
+/// The output buffers, grown as needed.
+struct Fields<'a> {
+    fields: &'a mut Vec<u8>,
+    ends: &'a mut Vec<usize>,
+    /// Bytes in `fields`, commas included.
+    len: usize,
+    /// Fields ended.
+    n: usize,
+}
+
+impl Fields<'_> {
+    fn push(&mut self, bytes: &[u8]) {
+        let end = self.len + bytes.len();
+        if end > self.fields.len() {
+            self.fields.resize(end.max(self.fields.len() * 2), 0);
+        }
+        self.fields[self.len..end].copy_from_slice(bytes);
+        self.len = end;
+    }
+
+    fn end_field(&mut self) {
+        if self.n == self.ends.len() {
+            self.ends.resize((self.n * 2).max(8), 0);
+        }
+        self.ends[self.n] = self.len - self.n;
+        self.n += 1;
+        self.push(b",");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use csv_core::{ReadRecordResult, ReaderBuilder};
+    use proptest::prelude::*;
+
+    fn ours(input: &[u8], delimiter: u8) -> Option<(Vec<Vec<u8>>, Split)> {
+        let (mut fields, mut ends) = (Vec::new(), Vec::new());
+        let next_quote = memchr::memchr(b'"', input).unwrap_or(input.len());
+        let split = split(input, delimiter, next_quote, &mut fields, &mut ends)?;
+        let ends = &ends[..split.nfields];
+        // Each field is followed by a comma, not counted in `ends`.
+        let separated = ends.last().map_or(0, |&end| end + ends.len());
+        assert!(ends
+            .iter()
+            .enumerate()
+            .all(|(i, &end)| fields[end + i] == b','));
+        Some((cut(&fields[..separated], ends, 1), split))
+    }
+
+    /// The fields ending at `ends`, each followed by `gap` bytes.
+    fn cut(fields: &[u8], ends: &[usize], gap: usize) -> Vec<Vec<u8>> {
+        let mut start = 0;
+        ends.iter()
+            .enumerate()
+            .map(|(i, &end)| {
+                let field = fields[start..end + i * gap].to_vec();
+                start = end + (i + 1) * gap;
+                field
+            })
+            .collect()
+    }
+
+    /// `csv_core`'s first record of `input`: its fields, the bytes it consumed (with
+    /// the LF after a CR, which it skips before the next record) and the line feeds in
+    /// them; `None` when it needs more input to end the record.
+    fn parsers(input: &[u8], delimiter: u8) -> Option<(Vec<Vec<u8>>, usize, u64)> {
+        let mut core = ReaderBuilder::new().delimiter(delimiter).build();
+        let (mut fields, mut ends) = (vec![0; input.len() + 1], vec![0; input.len() + 1]);
+        let (res, nin, _, nend) = core.read_record(input, &mut fields, &mut ends);
+        if !matches!(res, ReadRecordResult::Record) {
+            return None;
+        }
+        let nin = match (input.get(nin - 1), input.get(nin)) {
+            (Some(b'\r'), Some(b'\n')) => nin + 1,
+            _ => nin,
+        };
+        let lines = memchr::memchr_iter(b'\n', &input[..nin]).count() as u64;
+        Some((cut(&fields, &ends[..nend], 0), nin, lines))
+    }
+
+    /// Bytes that make every kind of field: quotes, delimiters, line ends, text.
+    fn csv_bytes() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            Just(b"\"".to_vec()),
+            Just(b"\"\"".to_vec()),
+            Just(b",".to_vec()),
+            Just(b";".to_vec()),
+            Just(b"\n".to_vec()),
+            Just(b"\r\n".to_vec()),
+            Just(b"\r".to_vec()),
+            "[a-z é]{0,5}".prop_map(String::into_bytes),
+        ];
+        prop::collection::vec(piece, 0..24).prop_map(|p| p.concat())
+    }
+
+    proptest! {
+        /// Wherever the split takes a record, the parser reads the same fields from the
+        /// same bytes, counting the same lines.
+        #[test]
+        fn a_split_record_is_the_parsers_record(
+            body in csv_bytes(),
+            delimiter in prop::sample::select(vec![b',', b';', b'\t']),
+        ) {
+            // The reader hands over records that do not start with a line end.
+            let start = body.iter().take_while(|&&b| b == b'\n' || b == b'\r').count();
+            let input = &body[start..];
+            if let Some((fields, split)) = ours(input, delimiter) {
+                let parsed = parsers(input, delimiter);
+                prop_assert!(parsed.is_some(), "the parser needs more input than the split took");
+                let (expected, consumed, lines) = parsed.unwrap_or_default();
+                prop_assert_eq!(&fields, &expected);
+                prop_assert_eq!(split.consumed, consumed);
+                prop_assert_eq!(split.inner_lines + 1, lines);
+            }
+        }
+    }
+
+    fn split_of(input: &[u8]) -> Option<Vec<String>> {
+        let (fields, _) = ours(input, b',')?;
+        Some(
+            fields
+                .into_iter()
+                .map(|f| String::from_utf8_lossy(&f).into())
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn well_formed_quoting_is_split() {
+        let fields = split_of(b"1,\"Smith, Jo\",\"say \"\"hi\"\"\",\"two\nlines\",\r\nnext");
+        assert_eq!(
+            fields,
+            Some(vec![
+                "1".into(),
+                "Smith, Jo".into(),
+                "say \"hi\"".into(),
+                "two\nlines".into(),
+                String::new(),
+            ])
+        );
+        let (_, split) = ours(b"\"a\nb\nc\",d\nrest", b',').unwrap_or_default();
+        assert_eq!(
+            (split.consumed, split.nfields, split.inner_lines),
+            (10, 2, 2)
+        );
+    }
+
+    #[test]
+    fn anything_the_parser_reads_leniently_is_left_to_it() {
+        for input in [
+            &b"5'11\",x\n"[..],    // a quote inside an unquoted field
+            b"\"a\"b,c\n",         // text after a closing quote
+            b"\"a\",b\rc\n",       // a bare CR ends the record
+            b"\"never closes,x\n", // the record does not end in the buffer
+            b"a,\"b\"",            // nor does this one
+            b"a,b",
+        ] {
+            assert_eq!(
+                split_of(input),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+}
