@@ -17,6 +17,11 @@ use crate::schema::ColumnType;
 /// The byte after every stored field.
 pub const SEP: u8 = b',';
 
+/// A record's quoting mask (see [`RecordBatch::needs_quotes`]) when the source did not
+/// find it: the sink scans the record. A record of 64 fields that all need quotes has
+/// this mask too, and is scanned again to the same answer.
+const UNKNOWN: u64 = u64::MAX;
+
 /// Rows per batch: large enough to amortise a channel hop, small enough to stay in cache.
 pub const BATCH_ROWS: usize = 4096;
 
@@ -42,9 +47,11 @@ pub struct RecordBatch {
     /// End offset in `data` of every field, row after row; a [`SEP`] follows each, so
     /// field `i` starts at `ends[i - 1] + 1`.
     ends: Vec<usize>,
-    /// Per record: its stored fields need no CSV quoting (no `,`, quote or line end in
-    /// any), so its stored bytes from one field to another are CSV as they are.
-    plain: Vec<bool>,
+    /// Per record: which of its stored fields need CSV quoting (they hold a `,`, a quote
+    /// or a line end), field `i` as bit `i`, when the source knew ([`UNKNOWN`] when it
+    /// did not). 0 is a plain record: its stored bytes from one field to another are CSV
+    /// as they are.
+    quoting: Vec<u64>,
     /// Per field, true when null; `None` while the batch has no null at all.
     nulls: Option<Vec<bool>>,
     /// The 1-based source line where each record starts (for error messages).
@@ -163,7 +170,7 @@ impl RecordBatch {
             view: None,
             data: Vec::with_capacity(bytes),
             ends: Vec::with_capacity(BATCH_ROWS * ncols),
-            plain: Vec::with_capacity(BATCH_ROWS),
+            quoting: Vec::with_capacity(BATCH_ROWS),
             nulls: None,
             lines: Vec::with_capacity(BATCH_ROWS),
             inputs: Vec::with_capacity(BATCH_ROWS),
@@ -188,7 +195,7 @@ impl RecordBatch {
         self.view = None;
         self.data.clear();
         self.ends.clear();
-        self.plain.clear();
+        self.quoting.clear();
         self.nulls = None;
         self.lines.clear();
         self.inputs.clear();
@@ -295,17 +302,28 @@ impl RecordBatch {
         let plain = delimiter == SEP || memchr::memchr(SEP, joined).is_none();
         self.push_whole(joined, delimiter, ends);
         self.end_row(input, line);
-        if let Some(last) = self.plain.last_mut() {
-            *last = plain;
+        if let (true, Some(last)) = (plain, self.quoting.last_mut()) {
+            *last = 0;
         }
     }
 
     /// Appends one record given as its fields, each followed by a `,`, and their end
-    /// offsets without the commas: one copy per record. Its fields may need quotes.
-    pub fn push_separated(&mut self, separated: &[u8], ends: &[usize], input: u32, line: u64) {
+    /// offsets without the commas: one copy per record. `quoting` is which fields need
+    /// CSV quoting, if known (see [`RecordBatch::needs_quotes`]).
+    pub fn push_separated(
+        &mut self,
+        separated: &[u8],
+        ends: &[usize],
+        quoting: Option<u64>,
+        input: u32,
+        line: u64,
+    ) {
         let fields = separated.len().saturating_sub(1);
         self.push_whole(&separated[..fields], SEP, ends);
         self.end_row(input, line);
+        if let (Some(mask), Some(last)) = (quoting, self.quoting.last_mut()) {
+            *last = mask;
+        }
     }
 
     /// Appends the fields of `joined`, separated by `delimiter` and ending at `ends` (not
@@ -359,7 +377,7 @@ impl RecordBatch {
         debug_assert_eq!(self.ends.len(), (self.lines.len() + 1) * self.ncols);
         self.lines.push(line);
         self.inputs.push(input);
-        self.plain.push(false);
+        self.quoting.push(UNKNOWN);
     }
 
     /// Field `col` of record `row` (empty when null).
@@ -383,15 +401,16 @@ impl RecordBatch {
 
     /// True when record `row`'s stored fields need no CSV quoting.
     pub fn is_plain(&self, row: usize) -> bool {
-        self.plain[row]
+        self.quoting[row] == 0
     }
 
     /// The stored fields of record `row` that need CSV quoting (they hold a `,`, a quote
-    /// or a line end), field `i` as bit `i`: 0 for a plain record, found with one scan
-    /// of its bytes for each kind otherwise; `None` past 64 stored fields.
+    /// or a line end), field `i` as bit `i`: as the source found them when it did, found
+    /// with one scan of the record's bytes for each kind otherwise; `None` past 64
+    /// stored fields.
     pub fn needs_quotes(&self, row: usize) -> Option<u64> {
-        if self.plain[row] {
-            return Some(0);
+        if self.quoting[row] != UNKNOWN {
+            return Some(self.quoting[row]);
         }
         if self.ncols == 0 || self.ncols > 64 {
             return (self.ncols == 0).then_some(0);
@@ -516,12 +535,12 @@ impl RecordBatch {
         }
         tail.lines.extend_from_slice(&self.lines[at..]);
         tail.inputs.extend_from_slice(&self.inputs[at..]);
-        tail.plain.extend_from_slice(&self.plain[at..]);
+        tail.quoting.extend_from_slice(&self.quoting[at..]);
         self.data.truncate(base);
         self.ends.truncate(first);
         self.lines.truncate(at);
         self.inputs.truncate(at);
-        self.plain.truncate(at);
+        self.quoting.truncate(at);
     }
 
     /// Adds `delta` to every record's line: a chunk parsed on its own counts lines from
@@ -566,7 +585,7 @@ impl RecordBatch {
             }
             self.lines[out_row] = self.lines[row];
             self.inputs[out_row] = self.inputs[row];
-            self.plain[out_row] = self.plain[row];
+            self.quoting[out_row] = self.quoting[row];
             out_byte += end - start;
             out_row += 1;
         }
@@ -577,7 +596,7 @@ impl RecordBatch {
         }
         self.lines.truncate(out_row);
         self.inputs.truncate(out_row);
-        self.plain.truncate(out_row);
+        self.quoting.truncate(out_row);
         for column in &mut self.added {
             column.retain(keep);
         }

@@ -22,6 +22,9 @@ pub struct Split {
     pub nfields: usize,
     /// Line feeds inside its quoted fields.
     pub inner_lines: u64,
+    /// Which fields need quoting in CSV written with `,` (they hold a `,`, a quote or a
+    /// line end), field `i` as bit `i`; `None` past 64 fields.
+    pub quoting: Option<u64>,
 }
 
 /// Splits the record at the start of `input` into `fields` (unescaped, each followed by
@@ -50,15 +53,19 @@ pub fn split(
     };
     let mut next_quote = next_quote;
     let mut inner_lines = 0;
+    let mut quoting = 0u64;
     let mut at = 0;
     loop {
         // One field, starting at `at`; then the byte that ends it, at `at`.
-        if next_quote == at && at < input.len() {
+        let needs_quotes = if next_quote == at && at < input.len() {
             at += 1;
+            let mut special = false;
             loop {
                 let close = at + memchr::memchr(b'"', &input[at..])?;
                 let text = &input[at..close];
-                inner_lines += memchr::memchr_iter(b'\n', text).count() as u64;
+                let lines = memchr::memchr_iter(b'\n', text).count() as u64;
+                inner_lines += lines;
+                special |= lines > 0 || memchr::memchr2(b',', b'\r', text).is_some();
                 out.push(text);
                 at = close + 1;
                 if input.get(at) != Some(&b'"') {
@@ -66,16 +73,24 @@ pub fn split(
                 }
                 // A doubled quote: one quote, and the field goes on after it.
                 out.push(b"\"");
+                special = true;
                 at += 1;
             }
             next_quote = at + memchr::memchr(b'"', &input[at..]).unwrap_or(input.len() - at);
+            special
         } else {
             let len = memchr::memchr3(delimiter, b'\n', b'\r', &input[at..])?;
             if next_quote < at + len {
                 return None; // a quote inside an unquoted field
             }
-            out.push(&input[at..at + len]);
+            let text = &input[at..at + len];
+            out.push(text);
             at += len;
+            // Nothing else special can be in it: it ends at a delimiter or a line end.
+            delimiter != b',' && memchr::memchr(b',', text).is_some()
+        };
+        if needs_quotes && out.n < 64 {
+            quoting |= 1 << out.n;
         }
         out.end_field();
         match input.get(at) {
@@ -90,6 +105,7 @@ pub fn split(
                 consumed: at,
                 nfields: out.n,
                 inner_lines,
+                quoting: (out.n <= 64).then_some(quoting),
             });
         }
     }
@@ -209,6 +225,10 @@ mod tests {
                 prop_assert_eq!(&fields, &expected);
                 prop_assert_eq!(split.consumed, consumed);
                 prop_assert_eq!(split.inner_lines + 1, lines);
+                let special = |f: &Vec<u8>| f.iter().any(|b| b",\"\n\r".contains(b));
+                let quoting = fields.iter().enumerate().filter(|(_, f)| special(f));
+                let quoting = quoting.fold(0u64, |mask, (i, _)| mask | 1 << i);
+                prop_assert_eq!(split.quoting, Some(quoting));
             }
         }
     }

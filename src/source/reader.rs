@@ -81,6 +81,8 @@ pub struct InputReader {
     /// True when the current record was split without the parser (`read_quoted`): its
     /// fields are in `fields`, each followed by a `,` that `ends` does not count.
     separated: bool,
+    /// Which fields of a `separated` record need CSV quoting, as the split found.
+    quoting: Option<u64>,
     /// Set for a JSON lines input.
     jsonl: Option<JsonLines>,
 }
@@ -402,6 +404,7 @@ impl InputReader {
             joined: None,
             split_in_buf: false,
             separated: false,
+            quoting: None,
             utf8: Utf8Check::default(),
             jsonl: is_jsonl(name).then(JsonLines::default),
         }
@@ -786,6 +789,7 @@ impl InputReader {
         };
         self.nfields = split.nfields;
         self.separated = true;
+        self.quoting = split.quoting;
         self.ended_by_eof = false;
         self.quotes.well_formed(next_quote < split.consumed);
         self.malformed = None;
@@ -865,7 +869,7 @@ impl InputReader {
             }
             None if self.separated => {
                 let bytes = &self.fields[..ends.last().map_or(0, |end| end + ends.len())];
-                batch.push_separated(bytes, ends, input, self.record_line)
+                batch.push_separated(bytes, ends, self.quoting, input, self.record_line)
             }
             None => {
                 let bytes = &self.fields[..ends.last().copied().unwrap_or(0)];
