@@ -6,9 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Instant;
 
-use crate::crash::{big_orders, operators_loop, Rng};
+use crate::crash::{big_orders, operators_loop, whole_load_ms, Rng};
 use crate::util::*;
 
 const LOAD: &[&str] = &[
@@ -304,11 +303,11 @@ fn random_sigkill_of_delta_loads_and_recoveries_loses_and_duplicates_nothing() {
         "2000",
         "orders",
     ];
-    let w = Workdir::new();
-    big_orders(&w, 20_000, &mut rng);
-    let clock = Instant::now();
-    assert_code(&w.run(&load), 0);
-    let full = clock.elapsed().as_millis() as u64 + 1;
+    let full = whole_load_ms(&load, || {
+        let w = Workdir::new();
+        big_orders(&w, 20_000, &mut Rng(seed));
+        w
+    });
     let mut kills = 0;
     for round in 0..6 {
         let w = Workdir::new();
