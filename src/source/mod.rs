@@ -10,6 +10,7 @@ mod parallel;
 mod quoted_records;
 mod quotes;
 pub mod reader;
+mod specials;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -4,7 +4,8 @@
 //! about half the records quote a field (names with commas, notes with line ends), it
 //! was the largest item of a load's profile once unquoted records had their own path
 //! (`InputReader::read_unquoted`). A record whose quoting is well formed has only one
-//! reading, so it can be split by jumping from one special byte to the next (`memchr`):
+//! reading, so it can be split by stepping from one special byte to the next (the
+//! buffer's bitmap of them, `specials.rs`):
 //! an unquoted field runs to the next delimiter or line end; a quoted one to its closing
 //! quote, a doubled quote inside it standing for one quote.
 //!
@@ -12,6 +13,8 @@
 //! end in the buffer, a quote inside an unquoted field, text after a closing quote, a
 //! bare CR. There `csv_core`'s lenient rules and the strict quoting check
 //! (`quotes.rs`) decide, exactly as before.
+
+use super::specials::Specials;
 
 /// A record [`split`] found.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -25,22 +28,25 @@ pub struct Split {
     /// Which fields need quoting in CSV written with `,` (they hold a `,`, a quote or a
     /// line end), field `i` as bit `i`; `None` past 64 fields.
     pub quoting: Option<u64>,
+    /// It has a quoted field.
+    pub quoted: bool,
 }
 
-/// Splits the record at the start of `input` into `fields` (unescaped, each followed by
+/// Splits the record at `start` of `input` into `fields` (unescaped, each followed by
 /// one `,`, so that the record is copied into a batch in one piece) and `ends` (each
 /// field's end in `fields` as if the commas were not there, which is where `csv_core`
 /// puts it), as `csv_core` would with `delimiter` and its defaults (quote `"`, doubled
-/// to escape). `next_quote` is the offset of the first
-/// quote in `input` (`input.len()` when there is none). `None` when the record is not
-/// one this path takes (see the module's doc); the buffers may then hold anything.
+/// to escape). `specials` indexes `input` (`specials.rs`) for `delimiter`. `None` when
+/// the record is not one this path takes (see the module's doc); the buffers may then
+/// hold anything.
 ///
-/// `input` must not start with a line end (the reader skips those before a record), and
-/// `delimiter` must not be a quote or a line end.
+/// The record must not start with a line end (the reader skips those before a record),
+/// and `delimiter` must not be a quote or a line end.
 pub fn split(
     input: &[u8],
+    start: usize,
     delimiter: u8,
-    next_quote: usize,
+    specials: &Specials,
     fields: &mut Vec<u8>,
     ends: &mut Vec<usize>,
 ) -> Option<Split> {
@@ -51,23 +57,33 @@ pub fn split(
         len: 0,
         n: 0,
     };
-    let mut next_quote = next_quote;
     let mut inner_lines = 0;
     let mut quoting = 0u64;
-    let mut at = 0;
+    let mut quoted = false;
+    let mut at = start;
     loop {
         // One field, starting at `at`; then the byte that ends it, at `at`.
-        let needs_quotes = if next_quote == at && at < input.len() {
+        let needs_quotes = if input.get(at) == Some(&b'"') {
+            quoted = true;
             at += 1;
             let mut special = false;
+            // Up to the closing quote: a quote that is not doubled.
             loop {
-                let close = at + memchr::memchr(b'"', &input[at..])?;
-                let text = &input[at..close];
-                let lines = memchr::memchr_iter(b'\n', text).count() as u64;
-                inner_lines += lines;
-                special |= lines > 0 || memchr::memchr2(b',', b'\r', text).is_some();
-                out.push(text);
-                at = close + 1;
+                let mut next = specials.next(at)?;
+                loop {
+                    match input[next] {
+                        b'"' => break,
+                        b'\n' => {
+                            inner_lines += 1;
+                            special = true;
+                        }
+                        b',' | b'\r' => special = true,
+                        _ => {} // the delimiter, when it is not a comma: text here
+                    }
+                    next = specials.next(next + 1)?;
+                }
+                out.push(&input[at..next]);
+                at = next + 1;
                 if input.get(at) != Some(&b'"') {
                     break;
                 }
@@ -76,18 +92,22 @@ pub fn split(
                 special = true;
                 at += 1;
             }
-            next_quote = at + memchr::memchr(b'"', &input[at..]).unwrap_or(input.len() - at);
             special
         } else {
-            let len = memchr::memchr3(delimiter, b'\n', b'\r', &input[at..])?;
-            if next_quote < at + len {
-                return None; // a quote inside an unquoted field
+            // Up to the delimiter or line end; a comma inside needs quoting.
+            let mut comma = false;
+            let mut next = specials.next(at)?;
+            loop {
+                match input[next] {
+                    b'"' => return None, // a quote inside an unquoted field
+                    b',' if delimiter != b',' => comma = true,
+                    _ => break,
+                }
+                next = specials.next(next + 1)?;
             }
-            let text = &input[at..at + len];
-            out.push(text);
-            at += len;
-            // Nothing else special can be in it: it ends at a delimiter or a line end.
-            delimiter != b',' && memchr::memchr(b',', text).is_some()
+            out.push(&input[at..next]);
+            at = next;
+            comma
         };
         if needs_quotes && out.n < 64 {
             quoting |= 1 << out.n;
@@ -102,10 +122,11 @@ pub fn split(
         }
         if input[at - 1] == b'\n' {
             return Some(Split {
-                consumed: at,
+                consumed: at - start,
                 nfields: out.n,
                 inner_lines,
                 quoting: (out.n <= 64).then_some(quoting),
+                quoted,
             });
         }
     }
@@ -148,9 +169,23 @@ mod tests {
     use proptest::prelude::*;
 
     fn ours(input: &[u8], delimiter: u8) -> Option<(Vec<Vec<u8>>, Split)> {
+        ours_after(b"", input, delimiter)
+    }
+
+    /// The split of the record that starts after `before` in one buffer.
+    fn ours_after(before: &[u8], input: &[u8], delimiter: u8) -> Option<(Vec<Vec<u8>>, Split)> {
+        let buf = [before, input].concat();
+        let mut specials = Specials::new(delimiter);
+        specials.index(&buf);
         let (mut fields, mut ends) = (Vec::new(), Vec::new());
-        let next_quote = memchr::memchr(b'"', input).unwrap_or(input.len());
-        let split = split(input, delimiter, next_quote, &mut fields, &mut ends)?;
+        let split = split(
+            &buf,
+            before.len(),
+            delimiter,
+            &specials,
+            &mut fields,
+            &mut ends,
+        )?;
         let ends = &ends[..split.nfields];
         // Each field is followed by a comma, not counted in `ends`.
         let separated = ends.last().map_or(0, |&end| end + ends.len());
@@ -209,16 +244,17 @@ mod tests {
 
     proptest! {
         /// Wherever the split takes a record, the parser reads the same fields from the
-        /// same bytes, counting the same lines.
+        /// same bytes, counting the same lines, whatever came before it in the buffer.
         #[test]
         fn a_split_record_is_the_parsers_record(
+            before in csv_bytes(),
             body in csv_bytes(),
             delimiter in prop::sample::select(vec![b',', b';', b'\t']),
         ) {
             // The reader hands over records that do not start with a line end.
             let start = body.iter().take_while(|&&b| b == b'\n' || b == b'\r').count();
             let input = &body[start..];
-            if let Some((fields, split)) = ours(input, delimiter) {
+            if let Some((fields, split)) = ours_after(&before, input, delimiter) {
                 let parsed = parsers(input, delimiter);
                 prop_assert!(parsed.is_some(), "the parser needs more input than the split took");
                 let (expected, consumed, lines) = parsed.unwrap_or_default();
@@ -229,6 +265,7 @@ mod tests {
                 let quoting = fields.iter().enumerate().filter(|(_, f)| special(f));
                 let quoting = quoting.fold(0u64, |mask, (i, _)| mask | 1 << i);
                 prop_assert_eq!(split.quoting, Some(quoting));
+                prop_assert_eq!(split.quoted, input[..consumed].contains(&b'"'));
             }
         }
     }

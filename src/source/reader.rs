@@ -30,6 +30,7 @@ use super::content_hash::ContentHash;
 use super::jsonl;
 use super::quoted_records;
 use super::quotes::QuoteCheck;
+use super::specials::Specials;
 use crate::batch::RecordBatch;
 use crate::protocol::Fingerprint;
 
@@ -49,7 +50,10 @@ pub struct InputReader {
     eof: bool,
     utf8: Utf8Check,
     offset: u64,
+    /// The hash of the bytes before `buf[hashed]`: the consumed bytes after it are
+    /// hashed when the buffer is refilled, or when a hash is asked for.
     hasher: ContentHash,
+    hashed: usize,
     /// False for a chunk parsed apart from the rest of its input: whoever put the chunks
     /// back in order hashes the bytes (`parallel.rs`).
     hashing: bool,
@@ -63,9 +67,12 @@ pub struct InputReader {
     record_start: u64,
     /// Strict quoting, beside the lenient parser (`quotes.rs`).
     quotes: QuoteCheck,
-    /// Index in `buf` of its next quote byte not yet consumed (`end` when there is none):
-    /// the quoting check skips records before it.
+    /// Index in `buf` of its next quote byte at or after `start` (`end` when there is
+    /// none), as the parser's path needs it: the quoting check skips records before it.
+    /// The fast paths leave it behind; the parser's path finds it again.
     next_quote: usize,
+    /// The special bytes of `buf` (`specials.rs`), for the fast paths.
+    specials: Specials,
     /// Why the current record's quoting is malformed.
     malformed: Option<String>,
     /// The current record was ended by the end of the stream, not by a line end: in a
@@ -389,6 +396,7 @@ impl InputReader {
             eof: false,
             offset: 0,
             hasher: ContentHash::for_input(name),
+            hashed: 0,
             hashing: true,
             core: parser(delimiter),
             delimiter,
@@ -399,6 +407,7 @@ impl InputReader {
             record_start: 0,
             quotes: QuoteCheck::new(delimiter),
             next_quote: 0,
+            specials: Specials::new(delimiter),
             malformed: None,
             ended_by_eof: false,
             joined: None,
@@ -412,7 +421,25 @@ impl InputReader {
 
     /// The running hash of every byte consumed so far, to go on from elsewhere.
     pub(super) fn content_hash(&self) -> ContentHash {
-        self.hasher.clone()
+        let mut hasher = self.hasher.clone();
+        if self.hashing {
+            hasher.update(&self.buf[self.hashed..self.start]);
+        }
+        hasher
+    }
+
+    /// Hashes the consumed bytes of the buffer not hashed yet.
+    fn hash_consumed(&mut self) {
+        if self.hashing {
+            self.hasher.update(&self.buf[self.hashed..self.start]);
+        }
+        self.hashed = self.start;
+    }
+
+    /// True when the fast paths may split records: they need the delimiter to be
+    /// none of the bytes that quote or end a record.
+    fn splits_fast(&self) -> bool {
+        self.jsonl.is_none() && !matches!(self.delimiter, b'"' | b'\n' | b'\r')
     }
 
     /// True when the current record was ended by the end of the stream.
@@ -422,11 +449,16 @@ impl InputReader {
 
     fn fill(&mut self) -> Result<()> {
         if self.start == self.end && !self.eof {
+            self.hash_consumed();
             let n = read_some(&mut self.inner, &mut self.buf, Path::new(&self.name))?;
             self.start = 0;
+            self.hashed = 0;
             self.end = n;
             self.eof = n == 0;
             self.next_quote = memchr::memchr(b'"', &self.buf[..n]).unwrap_or(n);
+            if self.splits_fast() {
+                self.specials.index(&self.buf[..n]);
+            }
             // The buffer was empty, so `offset` is the stream position of its first byte.
             self.utf8.check(&self.buf[..n], self.offset);
         }
@@ -448,6 +480,7 @@ impl InputReader {
         self.eof = false;
         self.offset = from;
         self.hasher = hasher;
+        self.hashed = 0;
         self.utf8 = Utf8Check::default();
         Ok(())
     }
@@ -476,9 +509,6 @@ impl InputReader {
 
     /// Marks `n` buffered bytes as consumed: they count in the offset and the hash.
     fn consume(&mut self, n: usize) {
-        if self.hashing {
-            self.hasher.update(&self.buf[self.start..self.start + n]);
-        }
         self.start += n;
         self.offset += n as u64;
     }
@@ -665,6 +695,9 @@ impl InputReader {
         if self.read_unquoted()? || self.read_quoted() {
             return Ok(true);
         }
+        if self.next_quote < self.start {
+            self.find_next_quote();
+        }
         let (mut outlen, mut endlen) = (0, 0);
         let (mut reads, mut quoted) = (0, false);
         loop {
@@ -726,39 +759,46 @@ impl InputReader {
     /// same line (one line feed), the same bytes consumed. False, having consumed
     /// nothing, when the record is not such a one.
     fn read_unquoted(&mut self) -> Result<bool> {
-        if matches!(self.delimiter, b'"' | b'\n' | b'\r') {
-            return Ok(false);
-        }
         self.fill()?;
-        let input = &self.buf[self.start..self.end];
-        let Some(end) = memchr::memchr2(b'\n', b'\r', input) else {
-            return Ok(false);
-        };
-        let line_end = match (input[end], input.get(end + 1)) {
-            (b'\n', _) => 1,
-            (b'\r', Some(b'\n')) => 2,
-            // A bare CR ends a record too, but counts no line: the parser's business.
-            _ => return Ok(false),
-        };
-        // `next_quote` is the first quote at or after `start`.
-        if self.next_quote < self.start + end {
+        if !self.splits_fast() {
             return Ok(false);
         }
+        let (input, start, delimiter) = (&self.buf[..self.end], self.start, self.delimiter);
         let mut nfields = 0;
-        for at in memchr::memchr_iter(self.delimiter, &input[..end]).chain([end]) {
-            if nfields == self.ends.len() {
-                self.ends.resize(nfields * 2, 0);
+        let mut next = self.specials.next(start);
+        let (end, line_end) = loop {
+            // No line end in the buffer: the record goes on past it.
+            let Some(at) = next else {
+                return Ok(false);
+            };
+            match input[at] {
+                b if b == delimiter => {
+                    if nfields == self.ends.len() {
+                        self.ends.resize(nfields * 2, 0);
+                    }
+                    // Offsets without the delimiters, as the parser gives them.
+                    self.ends[nfields] = at - start - nfields;
+                    nfields += 1;
+                }
+                b'\n' => break (at, 1),
+                b'\r' if input.get(at + 1) == Some(&b'\n') => break (at, 2),
+                // A quote, or a bare CR (it ends a record too, but counts no line): the
+                // other paths' business.
+                b'"' | b'\r' => return Ok(false),
+                _ => {} // a comma that is not the delimiter
             }
-            // Offsets without the delimiters, as the parser gives them.
-            self.ends[nfields] = at - nfields;
-            nfields += 1;
+            next = self.specials.next(at + 1);
+        };
+        if nfields == self.ends.len() {
+            self.ends.resize(nfields * 2, 0);
         }
-        self.nfields = nfields;
-        self.joined = Some((self.start, end));
+        self.ends[nfields] = end - start - nfields;
+        self.nfields = nfields + 1;
+        self.joined = Some((start, end - start));
         self.split_in_buf = true;
         self.ended_by_eof = false;
         self.malformed = self.quotes.end();
-        self.consume(end + line_end);
+        self.consume(end - start + line_end);
         self.core.set_line(self.core.line() + 1);
         Ok(true)
     }
@@ -770,18 +810,14 @@ impl InputReader {
     /// the quoting check has nothing to find in it. False, having consumed nothing,
     /// otherwise.
     fn read_quoted(&mut self) -> bool {
-        if matches!(self.delimiter, b'"' | b'\n' | b'\r') {
+        if !self.splits_fast() {
             return false;
         }
-        if self.next_quote < self.start {
-            self.find_next_quote();
-        }
-        let input = &self.buf[self.start..self.end];
-        let next_quote = self.next_quote - self.start;
         let Some(split) = quoted_records::split(
-            input,
+            &self.buf[..self.end],
+            self.start,
             self.delimiter,
-            next_quote,
+            &self.specials,
             &mut self.fields,
             &mut self.ends,
         ) else {
@@ -791,12 +827,9 @@ impl InputReader {
         self.separated = true;
         self.quoting = split.quoting;
         self.ended_by_eof = false;
-        self.quotes.well_formed(next_quote < split.consumed);
+        self.quotes.well_formed(split.quoted);
         self.malformed = None;
         self.consume(split.consumed);
-        if self.next_quote < self.start {
-            self.find_next_quote();
-        }
         self.core.set_line(self.core.line() + 1 + split.inner_lines);
         true
     }
@@ -929,7 +962,7 @@ impl InputReader {
 
     /// Hash of every decoded byte consumed so far; the whole input's hash at the end.
     pub fn hash(&self) -> u128 {
-        self.hasher.digest128()
+        self.content_hash().digest128()
     }
 
     /// The input's display name.
@@ -939,7 +972,7 @@ impl InputReader {
 
     /// What a position just here records of the bytes before it (`content_hash.rs`).
     pub fn position_hash(&self) -> String {
-        self.hasher.position()
+        self.content_hash().position()
     }
 
     /// Moves from just after the header to a recorded position, reading (never parsing)
@@ -975,7 +1008,7 @@ impl InputReader {
             let want = (offset - self.offset).min((self.end - self.start) as u64) as usize;
             self.consume(want);
         }
-        if self.hasher.position() != recorded {
+        if self.position_hash() != recorded {
             bail!(
                 "input {} changed since the interrupted run began: its first {offset} bytes \
                  differ from the ones already loaded",
@@ -1136,6 +1169,65 @@ mod tests {
         assert_eq!(batch.needs_quotes(1), Some(0b11));
         assert_eq!(batch.needs_quotes(2), Some(0b01));
         assert_eq!(batch.needs_quotes(5), Some(0b00));
+    }
+
+    /// Bytes that make every kind of record: quotes, doubled quotes, delimiters, line
+    /// ends of each kind, text.
+    fn csv_text() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let piece = prop_oneof![
+            Just(b"\"".to_vec()),
+            Just(b"\"\"".to_vec()),
+            Just(b",".to_vec()),
+            Just(b";".to_vec()),
+            Just(b"\n".to_vec()),
+            Just(b"\r\n".to_vec()),
+            Just(b"\r".to_vec()),
+            "[a-z é]{0,12}".prop_map(String::into_bytes),
+        ];
+        prop::collection::vec(piece, 0..60).prop_map(|p| p.concat())
+    }
+
+    proptest::proptest! {
+        /// Whatever the bytes and wherever the buffer ends, the reader's records are the
+        /// csv crate's, on the lines it says, and the hash at each position is the hash
+        /// of every byte before it.
+        #[test]
+        fn records_are_the_csv_crates_wherever_the_buffer_ends(
+            text in csv_text(),
+            chunk in 1usize..160,
+            delimiter in proptest::sample::select(vec![b',', b';']),
+        ) {
+            let cursor = Box::new(std::io::Cursor::new(text.clone()));
+            let mut r = InputReader::open_with_inner("t.csv", cursor, None, delimiter);
+            r.buf = vec![0; chunk];
+            let mut ours = Vec::new();
+            while r.read_record().unwrap() {
+                let fields: Vec<Vec<u8>> = r.fields().map(<[u8]>::to_vec).collect();
+                ours.push((fields, r.record_line()));
+                let mut hasher = ContentHash::for_input("t.csv");
+                hasher.update(&text[..r.offset() as usize]);
+                proptest::prop_assert_eq!(r.position_hash(), hasher.position());
+            }
+            let mut csv = csv::ReaderBuilder::new()
+                .has_headers(false)
+                .flexible(true)
+                .delimiter(delimiter)
+                .from_reader(&text[..]);
+            let mut theirs = Vec::new();
+            let mut record = csv::ByteRecord::new();
+            while csv.read_byte_record(&mut record).unwrap() {
+                // The line the record starts on, after the line ends the parser skips.
+                let from = record.position().map_or(0, |p| p.byte() as usize);
+                let skipped = text[from..].iter().take_while(|b| b"\r\n".contains(b)).count();
+                let line = 1 + memchr::memchr_iter(b'\n', &text[..from + skipped]).count() as u64;
+                theirs.push((record.iter().map(<[u8]>::to_vec).collect::<Vec<_>>(), line));
+            }
+            proptest::prop_assert_eq!(ours, theirs);
+            let mut whole = ContentHash::for_input("t.csv");
+            whole.update(&text);
+            proptest::prop_assert_eq!(r.hash(), whole.digest128());
+        }
     }
 
     #[test]
