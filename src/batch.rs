@@ -262,6 +262,16 @@ impl RecordBatch {
         self.canonical.contains(&(stored, ty))
     }
 
+    /// True when no value of visible column `col` can need CSV quoting: every non-null
+    /// value is known to be the canonical text of a type whose text never holds a
+    /// comma, a quote or a line end (numbers, booleans, dates, timestamps).
+    pub fn never_quoted(&self, col: usize) -> bool {
+        let stored = self.stored(col);
+        self.canonical
+            .iter()
+            .any(|&(c, ty)| c == stored && !matches!(ty, ColumnType::String | ColumnType::Json))
+    }
+
     /// The stored column behind visible column `col`.
     fn stored(&self, col: usize) -> usize {
         self.view.as_ref().map_or(col, |v| v[col])

@@ -93,38 +93,45 @@ impl Layout {
     }
 }
 
-/// A layout's columns in one batch as runs of consecutive stored fields, each run
-/// `first..=last`: for a plain record (no field needing quotes) each run's stored bytes
-/// are its CSV, copied at once (`batch.rs` keeps a `,` after every stored field). Found
-/// once per batch.
+/// A layout's columns in one batch as pieces: runs of consecutive stored fields, each
+/// `first..=last`, and columns a stage added. For a record whose quoting the source
+/// knew, each run's stored bytes are its CSV but for the fields that must be quoted
+/// (`batch.rs` keeps a `,` after every stored field), copied at once; an added column
+/// whose values never need quotes (a cast's canonical numbers or dates) is copied as
+/// it is. Found once per batch.
 #[derive(Debug, Default)]
 pub struct Runs {
-    spans: Vec<(usize, usize)>,
-    /// False when some column is not a stored field (a stage made it), or the record has
-    /// one field (an empty one must be quoted).
-    whole: bool,
+    pieces: Vec<Piece>,
+    /// False when the record has one field (an empty one must be quoted) or some
+    /// column is a stored field past the 64 that quoting masks cover.
+    masked: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Piece {
+    /// Stored fields `first..=last`.
+    Stored(usize, usize),
+    /// Visible column `col`, added by a stage; `plain` when no value needs quotes.
+    Added { col: usize, plain: bool },
 }
 
 impl Runs {
-    /// The runs of `layout`'s columns in `batch`.
+    /// The pieces of `layout`'s columns in `batch`.
     pub fn find(&mut self, layout: &Layout, batch: &RecordBatch) {
-        self.spans.clear();
-        self.whole = layout.cols.len() > 1;
+        self.pieces.clear();
+        self.masked = layout.cols.len() > 1;
         for &col in &layout.cols {
             let Some(stored) = batch.stored_field(col) else {
-                self.whole = false;
-                return;
+                let plain = batch.never_quoted(col);
+                self.pieces.push(Piece::Added { col, plain });
+                continue;
             };
-            match self.spans.last_mut() {
-                Some(run) if run.1 + 1 == stored => run.1 = stored,
-                _ => self.spans.push((stored, stored)),
+            self.masked &= stored < 64;
+            match self.pieces.last_mut() {
+                Some(Piece::Stored(_, last)) if *last + 1 == stored => *last = stored,
+                _ => self.pieces.push(Piece::Stored(stored, stored)),
             }
         }
-    }
-
-    /// The runs, if plain records can be copied by them.
-    fn spans(&self) -> Option<&[(usize, usize)]> {
-        self.whole.then_some(self.spans.as_slice())
     }
 }
 
@@ -305,15 +312,15 @@ impl Encoder {
         match self {
             // Nulls are written as empty fields: CSV has no other spelling for them.
             Encoder::Csv(w) => {
+                let fields = layout.cols.len();
                 for &row in rows {
-                    match (runs.spans(), batch.needs_quotes(row)) {
-                        // The stored bytes of each run of columns are their CSV, but
-                        // for the fields that must be quoted.
-                        (Some(spans), Some(quoted)) => {
-                            for (i, &(first, last)) in spans.iter().enumerate() {
-                                if i > 0 {
-                                    w.buf.push(DELIMITER);
-                                }
+                    let quoted = batch.needs_quotes(row).filter(|_| runs.masked);
+                    for (i, &piece) in runs.pieces.iter().enumerate() {
+                        if i > 0 {
+                            w.buf.push(DELIMITER);
+                        }
+                        match (piece, quoted) {
+                            (Piece::Stored(first, last), Some(quoted)) => {
                                 let span = (u64::MAX >> (63 - last)) & (u64::MAX << first);
                                 if quoted & span == 0 {
                                     w.buf.extend_from_slice(batch.stored_span(row, first, last));
@@ -327,17 +334,26 @@ impl Encoder {
                                     if quoted & (1 << field) == 0 {
                                         w.buf.extend_from_slice(bytes);
                                     } else {
-                                        push_field(&mut w.buf, bytes, layout.cols.len());
+                                        push_field(&mut w.buf, bytes, fields);
                                     }
                                 }
                             }
-                        }
-                        _ => {
-                            for (i, &c) in layout.cols.iter().enumerate() {
-                                if i > 0 {
-                                    w.buf.push(DELIMITER);
+                            (Piece::Stored(first, last), None) => {
+                                for field in first..=last {
+                                    if field > first {
+                                        w.buf.push(DELIMITER);
+                                    }
+                                    let bytes = batch.stored_span(row, field, field);
+                                    push_field(&mut w.buf, bytes, fields);
                                 }
-                                push_field(&mut w.buf, batch.field(row, c), layout.cols.len());
+                            }
+                            (Piece::Added { col, plain }, _) => {
+                                let bytes = batch.field(row, col);
+                                if plain && fields > 1 {
+                                    w.buf.extend_from_slice(bytes);
+                                } else {
+                                    push_field(&mut w.buf, bytes, fields);
+                                }
                             }
                         }
                     }
@@ -585,9 +601,10 @@ mod tests {
 
     proptest! {
         /// The hand-written writer is the csv crate's default writer, byte for byte:
-        /// header, stored fields, a column a stage replaced, rejects' cells.
+        /// header, stored fields, a column a stage replaced (with any text, or with
+        /// numbers a cast marked canonical), rejects' cells.
         #[test]
-        fn csv_out_writes_what_the_csv_crate_writes((n, rows, replaced) in rows(), replace in any::<bool>(), skip in 0usize..6) {
+        fn csv_out_writes_what_the_csv_crate_writes((n, rows, replaced) in rows(), replace in 0u8..3, skip in 0usize..6) {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("x.csv");
             let mut b = RecordBatch::new(n);
@@ -606,12 +623,20 @@ mod tests {
                     None => b.push(row.iter().map(Vec::as_slice), 0, 1),
                 }
             }
-            if replace {
+            // The first number is null: written empty, quoted when it is the only field.
+            let numbers: Vec<Vec<u8>> = (0..rows.len())
+                .map(|r| if r == 0 { Vec::new() } else { format!("-{r}.5").into_bytes() })
+                .collect();
+            let replaced = if replace == 2 { numbers } else { replaced };
+            if replace > 0 {
                 let mut column = Column::with_rows(rows.len());
                 for v in &replaced {
-                    column.push(Some(v));
+                    column.push(Some(v.as_slice()).filter(|v| replace == 1 || !v.is_empty()));
                 }
                 b.replace_column(n - 1, column);
+                if replace == 2 {
+                    b.mark_canonical(n - 1, ColumnType::Float);
+                }
             }
             // A column left out of the files (as a partition column is), if there is one
             // to spare: the runs of stored columns break there.
@@ -630,7 +655,7 @@ mod tests {
             want.write_record(&header).unwrap();
             for (r, row) in rows.iter().enumerate() {
                 let mut record: Vec<&[u8]> = row.iter().map(Vec::as_slice).collect();
-                if replace {
+                if replace > 0 {
                     record[n - 1] = &replaced[r];
                 }
                 want.write_record(cols.iter().map(|&c| record[c])).unwrap();
