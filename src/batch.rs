@@ -683,6 +683,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_a_column_cast_to_a_type_without_commas_or_quotes_is_never_quoted() {
+        let mut b = RecordBatch::new(2);
+        b.push([&b"1.5"[..], b"a,b"], 0, 1);
+        let column = |v: &[u8]| {
+            let mut c = Column::with_rows(1);
+            c.push(Some(v));
+            c
+        };
+        b.add_column(column(b"2026-12-02"));
+        b.add_column(column(b"x, \"y\""));
+        assert!(!b.never_quoted(0), "not marked");
+        b.mark_canonical(0, ColumnType::Float);
+        b.mark_canonical(2, ColumnType::Date);
+        b.mark_canonical(3, ColumnType::String);
+        assert!(b.never_quoted(0));
+        assert!(!b.never_quoted(1), "another column's mark is not its own");
+        assert!(b.never_quoted(2));
+        assert!(!b.never_quoted(3), "canonical text may hold anything");
+    }
+
+    #[test]
     fn a_split_batch_keeps_every_record_once_in_order() {
         for at in 0..=4 {
             let mut batch = RecordBatch::new(2);

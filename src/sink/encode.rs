@@ -102,8 +102,8 @@ impl Layout {
 #[derive(Debug, Default)]
 pub struct Runs {
     pieces: Vec<Piece>,
-    /// False when the record has one field (an empty one must be quoted) or some
-    /// column is a stored field past the 64 that quoting masks cover.
+    /// False when the record has one field (an empty one must be quoted). A batch
+    /// of more than 64 stored fields has no quoting masks at all.
     masked: bool,
 }
 
@@ -126,7 +126,6 @@ impl Runs {
                 self.pieces.push(Piece::Added { col, plain });
                 continue;
             };
-            self.masked &= stored < 64;
             match self.pieces.last_mut() {
                 Some(Piece::Stored(_, last)) if *last + 1 == stored => *last = stored,
                 _ => self.pieces.push(Piece::Stored(stored, stored)),

@@ -293,6 +293,10 @@ mod tests {
                 String::new(),
             ])
         );
+        // With another delimiter a comma is text, which must be quoted in CSV.
+        let (fields, split) = ours(b"a,b;\"c\";d\n", b';').unwrap_or_default();
+        assert_eq!(fields, [&b"a,b"[..], b"c", b"d"]);
+        assert_eq!(split.quoting, Some(0b001));
         let (_, split) = ours(b"\"a\nb\nc\",d\nrest", b',').unwrap_or_default();
         assert_eq!(
             (split.consumed, split.nfields, split.inner_lines),

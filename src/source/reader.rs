@@ -1123,7 +1123,7 @@ mod tests {
         let path = write(dir.path(), "q.csv", text);
         let mut r = InputReader::open(&path, b',').unwrap();
         let mut batch = RecordBatch::new(2);
-        let mut read = Vec::new();
+        let (mut read, mut fast) = (Vec::new(), Vec::new());
         while r.read_record().unwrap() {
             let fields: Vec<String> = r
                 .fields()
@@ -1135,13 +1135,19 @@ mod tests {
                 r.was_quoted(),
                 r.invalid().is_some(),
             ));
+            fast.push(r.split_in_buf || r.separated);
             r.push_to(&mut batch, 0);
         }
+        assert_eq!(
+            fast,
+            [true, true, true, false, false, false],
+            "the fast paths"
+        );
         let row =
             |f: [&str; 2], line, quoted, bad| (f.map(String::from).to_vec(), line, quoted, bad);
-        // The quoted records of lines 2, 3 and 7 take the fast path, the ones of lines
-        // 5 (a quote inside an unquoted field), 6 (text after a closing quote: a bad
-        // row) and 7 (no line end) the parser: both agree on fields, lines and quoting.
+        // The records of lines 1-3 take the fast paths, the ones of lines 5 (a quote
+        // inside an unquoted field), 6 (text after a closing quote: a bad row) and 7 (no
+        // line end) the parser: both agree on fields, lines and quoting.
         let want = [
             row(["h", "i"], 1, false, false),
             row(["a, b", "c\"d"], 2, true, false),
