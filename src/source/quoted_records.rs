@@ -163,7 +163,7 @@ impl Fields<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use csv_core::{ReadRecordResult, ReaderBuilder};
     use proptest::prelude::*;
@@ -227,8 +227,12 @@ mod tests {
         Some((cut(&fields, &ends[..nend], 0), nin, lines))
     }
 
-    /// Bytes that make every kind of field: quotes, delimiters, line ends, text.
-    fn csv_bytes() -> impl Strategy<Value = Vec<u8>> {
+    /// Bytes that make every kind of field: quotes, doubled quotes, delimiters, line
+    /// ends of each kind, text of up to `text` characters; up to `pieces` of them.
+    pub(in crate::source) fn csv_bytes(
+        text: usize,
+        pieces: usize,
+    ) -> impl Strategy<Value = Vec<u8>> {
         let piece = prop_oneof![
             Just(b"\"".to_vec()),
             Just(b"\"\"".to_vec()),
@@ -237,9 +241,11 @@ mod tests {
             Just(b"\n".to_vec()),
             Just(b"\r\n".to_vec()),
             Just(b"\r".to_vec()),
-            "[a-z é]{0,5}".prop_map(String::into_bytes),
+            prop::string::string_regex(&format!("[a-z é]{{0,{text}}}"))
+                .expect("a valid regex")
+                .prop_map(String::into_bytes),
         ];
-        prop::collection::vec(piece, 0..24).prop_map(|p| p.concat())
+        prop::collection::vec(piece, 0..pieces).prop_map(|p| p.concat())
     }
 
     proptest! {
@@ -247,8 +253,8 @@ mod tests {
         /// same bytes, counting the same lines, whatever came before it in the buffer.
         #[test]
         fn a_split_record_is_the_parsers_record(
-            before in csv_bytes(),
-            body in csv_bytes(),
+            before in csv_bytes(5, 24),
+            body in csv_bytes(5, 24),
             delimiter in prop::sample::select(vec![b',', b';', b'\t']),
         ) {
             // The reader hands over records that do not start with a line end.

@@ -1177,30 +1177,13 @@ mod tests {
         assert_eq!(batch.needs_quotes(5), Some(0b00));
     }
 
-    /// Bytes that make every kind of record: quotes, doubled quotes, delimiters, line
-    /// ends of each kind, text.
-    fn csv_text() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
-        use proptest::prelude::*;
-        let piece = prop_oneof![
-            Just(b"\"".to_vec()),
-            Just(b"\"\"".to_vec()),
-            Just(b",".to_vec()),
-            Just(b";".to_vec()),
-            Just(b"\n".to_vec()),
-            Just(b"\r\n".to_vec()),
-            Just(b"\r".to_vec()),
-            "[a-z é]{0,12}".prop_map(String::into_bytes),
-        ];
-        prop::collection::vec(piece, 0..60).prop_map(|p| p.concat())
-    }
-
     proptest::proptest! {
         /// Whatever the bytes and wherever the buffer ends, the reader's records are the
         /// csv crate's, on the lines it says, and the hash at each position is the hash
         /// of every byte before it.
         #[test]
         fn records_are_the_csv_crates_wherever_the_buffer_ends(
-            text in csv_text(),
+            text in crate::source::quoted_records::tests::csv_bytes(12, 60),
             chunk in 1usize..160,
             delimiter in proptest::sample::select(vec![b',', b';']),
         ) {
