@@ -14,6 +14,10 @@ use object_store::{ObjectStoreExt, PutPayload};
 
 use crate::util::*;
 
+/// The table lease of every `ingest` a test runs on a "machine" ([`Store::on`]): a
+/// killed holder's lease keeps the next taker waiting up to this long.
+pub const LEASE_SECS: u64 = 1;
+
 /// The store `.ci/s3-store` started, and a key prefix no other test uses.
 pub struct Store {
     endpoint: String,
@@ -135,12 +139,13 @@ impl Store {
     }
 
     /// `ingest` on "machine" `machine`: its own working copy for tables in the bucket
-    /// (`INGEST_WORK_DIR`), a lease short enough for a test to outlive a crashed holder.
+    /// (`INGEST_WORK_DIR`), a lease short enough for a test to outlive a crashed holder
+    /// ([`LEASE_SECS`]).
     pub fn on(&self, w: &Workdir, machine: &str) -> Command {
         let mut cmd = w.cmd();
         self.env(&mut cmd)
             .env("INGEST_WORK_DIR", w.path(machine))
-            .env("INGEST_LEASE_SECS", "1");
+            .env("INGEST_LEASE_SECS", LEASE_SECS.to_string());
         cmd
     }
 

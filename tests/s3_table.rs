@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::crash::{big_orders, Rng};
-use crate::s3::{store, Store};
+use crate::s3::{store, Store, LEASE_SECS};
 use crate::util::*;
 
 /// A finished load's summary line and JSON.
@@ -704,21 +704,34 @@ pub fn kill_loop_on_two_machines(s3: Arc<Store>, extra: &[&str], reader: &TableR
             std::thread::spawn(move || poll(s3, rel, running))
         };
         let mut landed = false;
+        let mut tried = Vec::new();
+        let mut killed = false;
         for attempt in 0..40 {
             let (machine, args): (&str, &[&str]) = if attempt % 2 == 0 {
                 ("machine-a", &load)
             } else {
                 ("machine-b", &recover)
             };
-            let (out, killed) = run_killed_at(s3.on(&w, machine).args(args), rng.below(full));
+            // An attempt after a kill first waits out the dead holder's lease: its kill
+            // comes that much later, or on a fast machine no attempt would outlive the
+            // wait (40 in a row did not, with runs of 0.6 s and a lease of 1 s).
+            let wait = if killed { LEASE_SECS * 1000 } else { 0 };
+            let delay = wait + rng.below(full);
+            let out;
+            (out, killed) = run_killed_at(s3.on(&w, machine).args(args), delay);
             kills += u32::from(killed);
+            tried.push((delay, out.status.code()));
             assert_killed_or_clean(&out, seed);
             if attempt % 2 == 0 && out.status.success() {
                 landed = true;
                 break;
             }
         }
-        assert!(landed, "seed {seed}: no load finished in 40 attempts");
+        assert!(
+            landed,
+            "seed {seed}: no load finished in 40 attempts, a whole load taking {full} ms \
+             (delay ms, exit code): {tried:?}"
+        );
         assert_code(&s3.on(&w, "machine-b").args(recover).output().unwrap(), 0);
         running.store(false, Ordering::Relaxed);
         let (listings, early) = lister.join().unwrap();
