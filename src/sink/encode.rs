@@ -333,7 +333,7 @@ impl Encoder {
                                     if quoted & (1 << field) == 0 {
                                         w.buf.extend_from_slice(bytes);
                                     } else {
-                                        push_field(&mut w.buf, bytes, fields);
+                                        push_quoted(&mut w.buf, bytes);
                                     }
                                 }
                             }
@@ -425,10 +425,16 @@ fn needs_quotes(bytes: &[u8]) -> bool {
 /// Appends one field of a record of `fields` fields, quoted if it must be.
 fn push_field(buf: &mut Vec<u8>, field: &[u8], fields: usize) {
     let must = needs_quotes(field) || (field.is_empty() && fields == 1);
-    if !must {
+    if must {
+        push_quoted(buf, field);
+    } else {
         buf.extend_from_slice(field);
-        return;
     }
+}
+
+/// Appends a field that must be quoted (the source's quoting mask or `push_field`
+/// says so), its quotes doubled.
+fn push_quoted(buf: &mut Vec<u8>, field: &[u8]) {
     buf.push(b'"');
     let mut rest = field;
     while let Some(at) = memchr::memchr(b'"', rest) {
