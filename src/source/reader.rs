@@ -1117,6 +1117,27 @@ mod tests {
     }
 
     #[test]
+    fn a_record_of_more_fields_than_the_first_guess_reads_whole_on_every_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let wide: Vec<String> = (0..150).map(|i| format!("f{i}")).collect();
+        let plain = wide.join(",");
+        let quoted = wide
+            .iter()
+            .map(|f| format!("\"{f}\""))
+            .collect::<Vec<_>>()
+            .join(",");
+        // Unquoted, quoted, and (a quote inside an unquoted field) the parser's.
+        let odd = format!("{plain},5'11\"");
+        let text = format!("{plain}\n{quoted}\n{odd}\n");
+        let path = write(dir.path(), "wide.csv", text.as_bytes());
+        let mut r = InputReader::open(&path, b',').unwrap();
+        let read = records(&mut r);
+        let mut odd_fields = wide.clone();
+        odd_fields.push("5'11\"".into());
+        assert_eq!(read, [wide.clone(), wide, odd_fields]);
+    }
+
+    #[test]
     fn a_well_formed_quoted_record_reads_as_the_parser_reads_it() {
         let dir = tempfile::tempdir().unwrap();
         let text = b"h,i\n\"a, b\",\"c\"\"d\"\n\"multi\nline\",x\r\n5'11\",\"q\"\n\"z\"w,\"\"\n\"end\",\"\"";
