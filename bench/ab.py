@@ -13,7 +13,7 @@ mode and the median over rounds of pipeline ÷ plain in the same round.
 `--modes` runs other loads too, each against the plain one in the same round, to see
 what each stage costs: rename (a stage thread that changes nothing), cast (amount and
 ts), castderive (cast, then dt = date(ts)), drop (email), dedupe (order_id), constant
-(a derived constant column).
+(a derived constant column), parquet (Parquet parts, zstd) and delta (a Delta table).
 
 It is how the commits of issue 4 compared a change against the build before it: copy
 the old binary aside (cp target/release/ingest /tmp/ingest-old), build the new one, and
@@ -34,6 +34,8 @@ MODES = {
     "drop": ["--drop", "email"],
     "dedupe": ["--dedupe-key", "order_id"],
     "constant": ["--derive", "k='v'"],
+    "parquet": ["--format", "parquet"],
+    "delta": ["--table-format", "delta"],
 }
 
 

@@ -98,8 +98,14 @@ impl Column {
     }
 
     fn get(&self, row: usize) -> &[u8] {
+        let (tail, len) = self.get_with_tail(row);
+        &tail[..len]
+    }
+
+    /// Row `row`'s value as [`ColumnView::get_with_tail`] gives it.
+    fn get_with_tail(&self, row: usize) -> (&[u8], usize) {
         let start = if row == 0 { 0 } else { self.ends[row - 1] };
-        &self.data[start..self.ends[row]]
+        (&self.data[start..], self.ends[row] - start)
     }
 
     fn retain(&mut self, keep: &[bool]) {
@@ -137,6 +143,15 @@ impl<'a> ColumnView<'a> {
     /// The value of row `row`, `None` when null.
     #[inline]
     pub fn get(&self, row: usize) -> Option<&'a [u8]> {
+        self.get_with_tail(row).map(|(tail, len)| &tail[..len])
+    }
+
+    /// The value of row `row` as the batch's bytes from the value's start to the end of
+    /// its buffer and the value's length (`None` when null): `&tail[..len]` is the
+    /// value, the rest of `tail` whatever follows it, so a copy may read past the value
+    /// in blocks of a fixed size.
+    #[inline]
+    pub fn get_with_tail(&self, row: usize) -> Option<(&'a [u8], usize)> {
         match *self {
             ColumnView::Stored {
                 data,
@@ -150,9 +165,9 @@ impl<'a> ColumnView<'a> {
                     return None;
                 }
                 let start = if i == 0 { 0 } else { ends[i - 1] + 1 };
-                Some(&data[start..ends[i]])
+                Some((&data[start..], ends[i] - start))
             }
-            ColumnView::Added(column) => (!column.nulls[row]).then(|| column.get(row)),
+            ColumnView::Added(column) => (!column.nulls[row]).then(|| column.get_with_tail(row)),
         }
     }
 }

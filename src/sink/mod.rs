@@ -24,6 +24,8 @@ pub mod partition;
 pub mod pending;
 mod route;
 pub mod router;
+#[cfg(feature = "parquet")]
+mod strings;
 mod transaction;
 
 pub use commit::publish;

@@ -1,8 +1,10 @@
 //! Parquet part files: typed columns from the schema (strings where nothing was cast),
 //! nulls as nulls, statistics on, row groups of at most 64 Ki rows, compressed with
-//! zstd (default), snappy or nothing. Dictionary encoding is off: on the benchmark's
-//! orders it cost 12% of the load time and zstd made the files smaller without it
-//! (182 MB for 1 GB of CSV, against about 223 MB with it).
+//! zstd (default), snappy or nothing. A string column is dictionary-encoded when its
+//! values repeat (see [`dictionary_columns`]), as DuckDB and Spark decide it per column
+//! too: a dictionary for every column cost 12% of the benchmark's load (its ids,
+//! timestamps and emails never repeat, and each filled a dictionary before falling back),
+//! none at all left zstd compressing every status and currency in full.
 //!
 //! A Parquet file is only readable once its footer is written, so the file is finished
 //! at preCommit (`finish`: the part's encoder thread writes the footer while the sink
@@ -20,16 +22,18 @@ use std::sync::{Arc, OnceLock};
 
 use anyhow::{bail, Context, Result};
 use arrow_array::builder::{
-    ArrayBuilder, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float64Builder,
-    Int64Builder, TimestampMicrosecondBuilder,
+    ArrayBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float64Builder, Int64Builder,
+    TimestampMicrosecondBuilder,
 };
-use arrow_array::{ArrayRef, BinaryArray, RecordBatch as ArrowBatch, StringArray};
+use arrow_array::{ArrayRef, RecordBatch as ArrowBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema, TimeUnit};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 
 use super::encode::{Counted, Layout};
+use super::strings::Strings;
 use crate::batch::RecordBatch;
 use crate::canonical;
 use crate::fsutil;
@@ -40,11 +44,52 @@ use crate::schema::ColumnType;
 const ARROW_BATCH_ROWS: usize = 8192;
 /// Rows per row group.
 const ROW_GROUP_ROWS: usize = 64 * 1024;
+/// Values of a string column looked at to decide on its dictionary.
+const DICTIONARY_SAMPLE: usize = 1024;
+/// A string column gets a dictionary when its sample has at most one distinct value per
+/// this many values.
+const DICTIONARY_REPEATS: usize = 4;
+
+/// Which columns of `batch` (a part's first Arrow batch) are dictionary-encoded: the
+/// string columns whose first [`DICTIONARY_SAMPLE`] values hold at most one distinct
+/// value per [`DICTIONARY_REPEATS`] (nulls aside). Such a column's pages become short
+/// runs of small indices: on the benchmark's orders (statuses, currencies, dates,
+/// names, notes) zstd had far less to compress. A column of ids or timestamps never
+/// repeats, and a dictionary would cost a hash per value before Parquet's writer gave
+/// up on it. Decided once per file from its first rows: a column that changes
+/// character later still loads, the writer falling back to plain pages past a 1 MiB
+/// dictionary.
+fn dictionary_columns(batch: &ArrowBatch) -> Vec<bool> {
+    let rows = batch.num_rows().min(DICTIONARY_SAMPLE);
+    batch
+        .columns()
+        .iter()
+        .map(|column| {
+            let Some(strings) = column.as_any().downcast_ref::<StringArray>() else {
+                return false;
+            };
+            let values = strings.iter().take(rows).flatten();
+            let limit = rows / DICTIONARY_REPEATS;
+            let mut seen = foldhash::HashSet::with_capacity_and_hasher(
+                limit + 1,
+                foldhash::fast::RandomState::default(),
+            );
+            let mut sampled = 0;
+            for value in values {
+                sampled += 1;
+                if seen.insert(value) && seen.len() > limit {
+                    return false;
+                }
+            }
+            sampled > 0 && seen.len() * DICTIONARY_REPEATS <= sampled
+        })
+        .collect()
+}
 
 enum Builder {
     /// Strings as bytes: validated as UTF-8 once per Arrow batch (`finish`), not value by
     /// value (a tenth of the Parquet sink's time went to validating short strings).
-    Str(BinaryBuilder),
+    Str(Strings),
     Int(Int64Builder),
     Float(Float64Builder),
     Decimal(Decimal128Builder, u8),
@@ -72,9 +117,7 @@ const BUILDER_START: usize = 64;
 fn builder(ty: ColumnType) -> Result<Builder> {
     let n = BUILDER_START;
     Ok(match ty {
-        ColumnType::String | ColumnType::Json => {
-            Builder::Str(BinaryBuilder::with_capacity(n, n * 16))
-        }
+        ColumnType::String | ColumnType::Json => Builder::Str(Strings::with_capacity(n, n * 16)),
         ColumnType::Int => Builder::Int(Int64Builder::with_capacity(n)),
         ColumnType::Float => Builder::Float(Float64Builder::with_capacity(n)),
         ColumnType::Decimal { precision, scale } => Builder::Decimal(
@@ -89,28 +132,6 @@ fn builder(ty: ColumnType) -> Result<Builder> {
     })
 }
 
-/// A builder's strings as a `StringArray`, checked exactly as Arrow's own conversion
-/// checks them (`try_from_binary`), only faster: the whole buffer with simdutf8 (Arrow's
-/// `std::str::from_utf8` was 3-4% of a Parquet load's CPU), then each offset on a
-/// character boundary.
-fn utf8_array(binary: BinaryArray) -> Result<StringArray> {
-    let (offsets, values, nulls) = binary.into_parts();
-    if simdutf8::basic::from_utf8(&values).is_err() {
-        bail!("invalid UTF-8");
-    }
-    // A boundary: the end, or any byte but a continuation byte (0b10xx_xxxx).
-    let boundary = |o: &i32| {
-        usize::try_from(*o).is_ok_and(|o| values.get(o).is_none_or(|&b| (b as i8) >= -0x40))
-    };
-    if !offsets.iter().all(boundary) {
-        bail!("a value ends inside a UTF-8 character");
-    }
-    // SAFETY: `try_new` would not fail (the contract of `new_unchecked`): its checks are
-    // exactly the two above (`GenericStringType::validate`), plus offsets and nulls that
-    // fit the values, which they do, coming from a valid `BinaryArray`.
-    Ok(unsafe { StringArray::new_unchecked(offsets, values, nulls) })
-}
-
 /// Days from 1970-01-01 to `date`.
 fn epoch_days(date: jiff::civil::Date) -> Result<i32> {
     let days = date.since(jiff::civil::date(1970, 1, 1))?.get_days();
@@ -122,7 +143,7 @@ impl Builder {
     fn append(&mut self, value: Option<&[u8]>) -> Result<()> {
         let Some(bytes) = value else {
             match self {
-                Builder::Str(b) => b.append_null(),
+                Builder::Str(_) => bail!("strings are appended by column"),
                 Builder::Int(b) => b.append_null(),
                 Builder::Float(b) => b.append_null(),
                 Builder::Decimal(b, _) => b.append_null(),
@@ -138,7 +159,7 @@ impl Builder {
             format!("{shown:?} is not a {what} (cast the column first)")
         };
         match self {
-            Builder::Str(b) => b.append_value(bytes),
+            Builder::Str(_) => bail!("strings are appended by column"),
             Builder::Int(b) => b.append_value(text()?.parse().with_context(|| bad("int"))?),
             Builder::Float(b) => b.append_value(text()?.parse().with_context(|| bad("float"))?),
             Builder::Decimal(b, scale) => {
@@ -168,23 +189,18 @@ impl Builder {
 
     /// Appends column `col` of rows `rows` of `batch`.
     fn append_rows(&mut self, batch: &RecordBatch, col: usize, rows: &[usize]) -> Result<()> {
+        let column = batch.column(col);
         // Strings, the common case, without matching on the builder per value.
         if let Builder::Str(b) = self {
-            for &row in rows {
-                match batch.cell(row, col) {
-                    Some(bytes) => b.append_value(bytes),
-                    None => b.append_null(),
-                }
-            }
-            return Ok(());
+            return b.append_rows(column, rows);
         }
         rows.iter()
-            .try_for_each(|&row| self.append(batch.cell(row, col)))
+            .try_for_each(|&row| self.append(column.get(row)))
     }
 
     fn finish(&mut self) -> Result<ArrayRef> {
         Ok(match self {
-            Builder::Str(b) => Arc::new(utf8_array(b.finish()).context("a field is not UTF-8")?),
+            Builder::Str(b) => Arc::new(b.finish()?),
             Builder::Int(b) => Arc::new(b.finish()),
             Builder::Float(b) => Arc::new(b.finish()),
             Builder::Decimal(b, _) => Arc::new(b.finish()),
@@ -409,15 +425,24 @@ impl ParquetPart {
         })
     }
 
-    /// The encoder of this part, creating the file and handing its writer over first.
-    fn encoder(&mut self) -> Result<(u64, &SyncSender<Job>)> {
+    /// The encoder of this part, creating the file and handing its writer over first;
+    /// `first` is the part's first batch, if it has a row, which decides the columns'
+    /// encodings.
+    fn encoder(&mut self, first: Option<&ArrowBatch>) -> Result<(u64, &SyncSender<Job>)> {
         if self.encoder.is_none() {
+            let mut props = self.props.clone().into_builder();
+            if let Some(first) = first {
+                let dictionary = dictionary_columns(first);
+                for (field, _) in self.schema.fields().iter().zip(dictionary).filter(|d| d.1) {
+                    props = props.set_column_dictionary_enabled(
+                        ColumnPath::from(field.name().as_str()),
+                        true,
+                    );
+                }
+            }
             let file = fsutil::create_new(&self.path)?;
-            let writer = ArrowWriter::try_new(
-                Counted::new(file),
-                self.schema.clone(),
-                Some(self.props.clone()),
-            )?;
+            let writer =
+                ArrowWriter::try_new(Counted::new(file), self.schema.clone(), Some(props.build()))?;
             let pool = pool()?;
             let id = pool.next.fetch_add(1, Ordering::Relaxed);
             let encoder = pool.workers[id as usize % pool.workers.len()].clone();
@@ -481,7 +506,7 @@ impl ParquetPart {
             }
             None => (None, None),
         };
-        let (id, encoder) = self.encoder()?;
+        let (id, encoder) = self.encoder(Some(&batch))?;
         encoder
             .send(Job::Batch { id, batch, done })
             .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))?;
@@ -505,7 +530,7 @@ impl ParquetPart {
         let (done, file) = sync_channel(1);
         self.finished = true;
         // A part without a row (never the case for a partition's part) is still a file.
-        let (id, encoder) = self.encoder()?;
+        let (id, encoder) = self.encoder(None)?;
         encoder
             .send(Job::Finish { id, done })
             .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))?;
@@ -540,33 +565,52 @@ impl Tail {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
+    use arrow_array::Int64Array;
 
-    proptest! {
-        /// Accepts and rejects exactly what Arrow's checked conversion does: any bytes,
-        /// valid or not, cut into values anywhere (inside characters too).
-        #[test]
-        fn strings_are_checked_as_arrow_checks_them(
-            values in prop::collection::vec(prop_oneof![
-                prop::collection::vec(any::<u8>(), 0..6),
-                "\\PC{0,4}".prop_map(String::into_bytes),
-                Just("é李".as_bytes().to_vec()),
-                Just(vec![0xC3]),
-                Just(vec![0xA9]),
-            ], 0..12),
-        ) {
-            let mut b = BinaryBuilder::new();
-            for v in &values {
-                b.append_value(v);
-            }
-            b.append_null();
-            let ours = utf8_array(b.finish()).ok();
-            for v in &values {
-                b.append_value(v);
-            }
-            b.append_null();
-            let arrows = StringArray::try_from_binary(b.finish()).ok();
-            prop_assert_eq!(ours, arrows);
-        }
+    fn batch(columns: Vec<ArrayRef>) -> ArrowBatch {
+        let fields: Vec<Field> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Field::new(format!("c{i}"), c.data_type().clone(), true))
+            .collect();
+        ArrowBatch::try_new(Arc::new(ArrowSchema::new(fields)), columns).expect("a batch")
+    }
+
+    fn strings(values: impl IntoIterator<Item = Option<String>>) -> ArrayRef {
+        Arc::new(StringArray::from_iter(values))
+    }
+
+    #[test]
+    fn columns_whose_values_repeat_get_a_dictionary() {
+        let rows = 2000;
+        let status = |i: usize| Some(["paid", "shipped", "refunded"][i % 3].to_string());
+        let batch = batch(vec![
+            strings((0..rows).map(status)),
+            strings((0..rows).map(|i| Some(format!("user{i}@example.com")))),
+            // One distinct value per 4 in the sample (1024 values): the threshold.
+            strings((0..rows).map(|i| Some((i / 4).to_string()))),
+            // One more distinct value than that.
+            strings((0..rows).map(|i| Some((i.max(1) / 4 + usize::from(i == 1023)).to_string()))),
+            strings((0..rows).map(|i| (i % 100 != 0).then(|| "x".to_string()))),
+            strings((0..rows).map(|_| None)),
+            Arc::new(Int64Array::from_iter_values((0..rows as i64).map(|i| i % 2))),
+        ]);
+        assert_eq!(
+            dictionary_columns(&batch),
+            [true, false, true, false, true, false, false]
+        );
+    }
+
+    #[test]
+    fn a_small_first_batch_decides_by_its_own_rows() {
+        let few = batch(vec![
+            strings(["a", "a", "a", "b"].map(|v| Some(v.to_string()))),
+            strings(["a", "b", "c", "d"].map(|v| Some(v.to_string()))),
+        ]);
+        assert_eq!(dictionary_columns(&few), [false, false]);
+        let repeated = batch(vec![strings(
+            ["a", "a", "a", "a", "a", "a", "a", "b"].map(|v| Some(v.to_string())),
+        )]);
+        assert_eq!(dictionary_columns(&repeated), [true]);
     }
 }
