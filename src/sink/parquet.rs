@@ -593,7 +593,9 @@ mod tests {
             strings((0..rows).map(|i| Some((i.max(1) / 4 + usize::from(i == 1023)).to_string()))),
             strings((0..rows).map(|i| (i % 100 != 0).then(|| "x".to_string()))),
             strings((0..rows).map(|_| None)),
-            Arc::new(Int64Array::from_iter_values((0..rows as i64).map(|i| i % 2))),
+            Arc::new(Int64Array::from_iter_values(
+                (0..rows as i64).map(|i| i % 2),
+            )),
         ]);
         assert_eq!(
             dictionary_columns(&batch),
