@@ -150,7 +150,7 @@ impl<'a> ColumnView<'a> {
     /// its buffer and the value's length (`None` when null): `&tail[..len]` is the
     /// value, the rest of `tail` whatever follows it, so a copy may read past the value
     /// in blocks of a fixed size.
-    #[inline]
+    #[inline(always)]
     pub fn get_with_tail(&self, row: usize) -> Option<(&'a [u8], usize)> {
         match *self {
             ColumnView::Stored {

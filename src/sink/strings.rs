@@ -50,12 +50,16 @@ impl Strings {
     pub fn append_rows(&mut self, column: ColumnView<'_>, rows: &[usize]) -> Result<()> {
         for &row in rows {
             match column.get_with_tail(row) {
-                Some((tail, len)) => self.push(tail, len)?,
+                Some((tail, len)) => self.push(tail, len),
                 None => {
-                    self.offsets.push(self.end()?);
+                    self.offsets.push(self.bytes.len() as i32);
                     self.nulls.append_null();
                 }
             }
+        }
+        // Offsets only grow, so one that wrapped leaves the last past `i32::MAX` too.
+        if i32::try_from(self.bytes.len()).is_err() {
+            bail!("a Parquet batch's strings exceed 2 GiB");
         }
         Ok(())
     }
@@ -63,7 +67,7 @@ impl Strings {
     /// Appends `tail[..len]`, in blocks of `BLOCK` bytes when `tail` holds the last
     /// block whole (it does but at the very end of a record batch's buffer).
     #[inline]
-    fn push(&mut self, tail: &[u8], len: usize) -> Result<()> {
+    fn push(&mut self, tail: &[u8], len: usize) {
         let end = self.bytes.len() + len;
         match tail.get(..len.div_ceil(BLOCK).max(1) * BLOCK) {
             Some(mut blocks) => {
@@ -75,17 +79,9 @@ impl Strings {
             }
             None => self.bytes.extend_from_slice(&tail[..len]),
         }
-        self.offsets.push(self.end()?);
+        // Truncated if past `i32::MAX`, which `append_rows` then refuses.
+        self.offsets.push(self.bytes.len() as i32);
         self.nulls.append_non_null();
-        Ok(())
-    }
-
-    /// Where the next value starts, as an Arrow offset.
-    fn end(&self) -> Result<i32> {
-        match i32::try_from(self.bytes.len()) {
-            Ok(end) => Ok(end),
-            Err(_) => bail!("a Parquet batch's strings exceed 2 GiB"),
-        }
     }
 
     /// The column as a `StringArray`, leaving this one empty, with room for as many
