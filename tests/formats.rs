@@ -397,3 +397,45 @@ fn target_file_size_cuts_part_files_at_about_the_size() {
         assert_same_rows(rows, want.clone(), &table);
     }
 }
+
+/// String columns whose values repeat are dictionary-encoded, the others not: in every
+/// file of a load, `currency` (three values) has a dictionary page and `order_id` and
+/// `email` (never repeated) have none; and the rows read back are the input's.
+#[cfg(feature = "parquet")]
+#[test]
+fn parquet_gives_repeating_string_columns_a_dictionary() {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+
+    let w = Workdir::new();
+    let orders = w.fixture("orders");
+    assert_code(
+        &w.run(&["-t", "t", "--format", "parquet", "-p", "dt", "orders"]),
+        0,
+    );
+    // Four days (a few late orders of 2026-11-25), one file each.
+    let files = data_files(&w.path("t"));
+    assert_eq!(files.len(), 4);
+    for (path, _) in &files {
+        let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+        let metadata = reader.metadata();
+        assert!(metadata.num_row_groups() > 0, "{path:?}");
+        for group in metadata.row_groups() {
+            let dictionary = |name: &str| {
+                let column = group
+                    .columns()
+                    .iter()
+                    .find(|c| c.column_path().string() == name)
+                    .unwrap_or_else(|| panic!("{path:?} has no column {name}"));
+                column.dictionary_page_offset().is_some()
+            };
+            assert!(dictionary("currency"), "{path:?}: currency");
+            assert!(!dictionary("order_id"), "{path:?}: order_id");
+            assert!(!dictionary("email"), "{path:?}: email");
+        }
+    }
+    assert_same_rows(
+        parquet_rows(&w.path("t")),
+        input_rows(&[orders]),
+        "dictionary-encoded Parquet",
+    );
+}
