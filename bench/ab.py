@@ -22,6 +22,8 @@ alternated rounds, never single timings.
 """
 import argparse, os, resource, shutil, statistics, subprocess, sys, time
 
+from bench import warm
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CAST = ["--cast", "amount=decimal(12,2)", "--cast", "ts=timestamp"]
 PIPELINE = CAST + ["--derive", "dt=date(ts)", "--drop", "email", "--dedupe-key", "order_id"]
@@ -42,6 +44,7 @@ MODES = {
 def run(cmd, out):
     shutil.rmtree(out, ignore_errors=True)
     subprocess.run(["sync"], check=True)
+    warm(arg for arg in cmd[1:] if arg != out and os.path.exists(arg))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     subprocess.run(cmd, check=True)

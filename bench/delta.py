@@ -79,7 +79,7 @@ def main():
     ap.add_argument("--codec", choices=["zstd", "snappy"], default="zstd")
     ap.add_argument("--work", default="/tmp/ingest-bench")
     args = ap.parse_args()
-    from bench import dataset
+    from bench import dataset, warm
     py = python()
     subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "ingest"], cwd=ROOT, check=True)
     os.makedirs(args.work, exist_ok=True)
@@ -88,6 +88,7 @@ def main():
     def run(tool, files, out):
         shutil.rmtree(out, ignore_errors=True)
         subprocess.run(["sync"])
+        warm(files)
         codec = ["--compression", args.codec]
         if tool == "delta":
             cmd = [INGEST, "-q", "-t", out, "--table-format", "delta", "-p", "country"] + codec + files
