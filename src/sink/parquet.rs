@@ -596,10 +596,15 @@ mod tests {
             Arc::new(Int64Array::from_iter_values(
                 (0..rows as i64).map(|i| i % 2),
             )),
+            // Half null: 200 distinct among 512 values is under a quarter of the sample's
+            // rows but over a quarter of its values.
+            strings((0..rows).map(|i| (i % 2 == 0).then(|| (i / 2 % 200).to_string()))),
+            // Half null, 128 distinct among 512 values: a quarter of the values.
+            strings((0..rows).map(|i| (i % 2 == 0).then(|| (i / 2 % 128).to_string()))),
         ]);
         assert_eq!(
             dictionary_columns(&batch),
-            [true, false, true, false, true, false, false]
+            [true, false, true, false, true, false, false, false, true]
         );
     }
 

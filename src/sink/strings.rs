@@ -165,6 +165,7 @@ mod tests {
             for _ in 0..2 {
                 strings.append_rows(column, head).map_err(|e| TestCaseError::fail(e.to_string()))?;
                 strings.append_rows(column, tail).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!(strings.len(), rows.len());
                 let ours = strings.finish().ok();
                 let mut reference = arrow_array::builder::BinaryBuilder::new();
                 for &row in &rows {
