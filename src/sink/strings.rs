@@ -96,6 +96,11 @@ impl Strings {
         let offsets = std::mem::replace(&mut self.offsets, Vec::with_capacity(values + 1));
         self.offsets.push(0);
         let nulls = self.nulls.finish();
+        // No offset wrapped (an `append_rows` that refused the batch may have pushed
+        // some), so the offsets never decrease.
+        if i32::try_from(bytes.len()).is_err() {
+            bail!("a Parquet batch's strings exceed 2 GiB");
+        }
         if simdutf8::basic::from_utf8(&bytes).is_err() {
             bail!("a field is not UTF-8");
         }
