@@ -439,3 +439,107 @@ fn parquet_gives_repeating_string_columns_a_dictionary() {
         "dictionary-encoded Parquet",
     );
 }
+
+/// Every string column chunk's statistics against its values read back: the minimum,
+/// maximum and null count are the chunk's own (exact, or for a value past 64 bytes a
+/// shorter bound on the right side, marked inexact), in files of several row groups, for
+/// an increasing id, a column of a few values, values sharing long prefixes, long and
+/// multi-byte values, and empty fields.
+#[cfg(feature = "parquet")]
+#[test]
+fn parquet_string_statistics_are_each_row_groups_own() {
+    use arrow_array::cast::AsArray;
+    use arrow_array::Array;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::file::statistics::Statistics;
+
+    // The greatest name (it starts above 李雷), and past 64 bytes with a character
+    // across byte 64: its bound is cut before that character.
+    let long = format!("{}é tail past the limit", "龍".repeat(21));
+    let names = ["", "Zoë", "李雷", "a", "Ada Lovelace", long.as_str()];
+    let mut csv = String::from("id,part,name,note,code\n");
+    for i in 0..150_000u64 {
+        let name = names[(i % 7 % 6) as usize];
+        // Notes share their first 24 bytes, so their keys tie and their bytes decide.
+        let note = format!("shared prefix beyond key {}", (i * 7919) % 1009);
+        let code = if i % 11 == 0 {
+            String::new()
+        } else {
+            format!("c{}", i % 5)
+        };
+        csv.push_str(&format!("{i:08},{},{name},{note},{code}\n", i % 2));
+    }
+    let w = Workdir::new();
+    w.write("in/rows.csv", csv);
+    assert_code(
+        &w.run(&["-t", "t", "--format", "parquet", "-p", "part", "in"]),
+        0,
+    );
+
+    let mut groups_seen = 0;
+    for (path, _) in data_files(&w.path("t")) {
+        let file = || std::fs::File::open(&path).unwrap();
+        let metadata = ParquetRecordBatchReaderBuilder::try_new(file())
+            .unwrap()
+            .metadata()
+            .clone();
+        for (g, group) in metadata.row_groups().iter().enumerate() {
+            groups_seen += 1;
+            let reader = ParquetRecordBatchReaderBuilder::try_new(file())
+                .unwrap()
+                .with_row_groups(vec![g])
+                .build()
+                .unwrap();
+            let batches: Vec<_> = reader.map(|b| b.unwrap()).collect();
+            for (c, chunk) in group.columns().iter().enumerate() {
+                let name = chunk.column_path().string();
+                let mut values: Vec<&[u8]> = Vec::new();
+                let mut nulls = 0;
+                for batch in &batches {
+                    let strings = batch.column(c).as_string::<i32>();
+                    nulls += strings.null_count() as u64;
+                    values.extend(strings.iter().flatten().map(str::as_bytes));
+                }
+                let Some(Statistics::ByteArray(stats)) = chunk.statistics() else {
+                    panic!("{path:?} group {g} {name}: no string statistics");
+                };
+                assert_eq!(stats.null_count_opt(), Some(nulls), "{path:?} {g} {name}");
+                let (min, max) = (values.iter().min(), values.iter().max());
+                match (min, max) {
+                    (Some(&min), Some(&max)) => {
+                        let (lo, hi) = (
+                            stats.min_opt().unwrap().data(),
+                            stats.max_opt().unwrap().data(),
+                        );
+                        if stats.min_is_exact() {
+                            assert_eq!(lo, min, "{path:?} {g} {name} min");
+                        } else {
+                            assert!(lo < min && lo.len() <= 64, "{path:?} {g} {name} min bound");
+                        }
+                        if stats.max_is_exact() {
+                            assert_eq!(hi, max, "{path:?} {g} {name} max");
+                        } else {
+                            assert!(hi > max && hi.len() <= 64, "{path:?} {g} {name} max bound");
+                        }
+                    }
+                    _ => assert_eq!((stats.min_opt(), stats.max_opt()), (None, None)),
+                }
+            }
+        }
+    }
+    // Two partitions of 75,000 rows, row groups of at most 65,536.
+    assert_eq!(groups_seen, 4);
+    let long_bound = data_files(&w.path("t")).iter().any(|(path, _)| {
+        let reader =
+            ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap();
+        reader.metadata().row_groups().iter().any(|g| {
+            g.columns().iter().any(
+                |c| matches!(c.statistics(), Some(Statistics::ByteArray(s)) if !s.max_is_exact()),
+            )
+        })
+    });
+    assert!(
+        long_bound,
+        "the long name should have made a truncated, inexact maximum"
+    );
+}

@@ -20,10 +20,14 @@ pub mod encode;
 pub mod overwrite;
 #[cfg(feature = "parquet")]
 pub mod parquet;
+#[cfg(feature = "parquet")]
+mod parquet_file;
 pub mod partition;
 pub mod pending;
 mod route;
 pub mod router;
+#[cfg(feature = "parquet")]
+mod string_stats;
 #[cfg(feature = "parquet")]
 mod strings;
 mod transaction;

@@ -1,5 +1,6 @@
 //! Parquet part files: typed columns from the schema (strings where nothing was cast),
-//! nulls as nulls, statistics on, row groups of at most 64 Ki rows, compressed with
+//! nulls as nulls, statistics on (a string column's taken in as the sink gathers it:
+//! see [`ParquetFile`]), row groups of at most 64 Ki rows, compressed with
 //! zstd (default), snappy or nothing. A string column is dictionary-encoded when its
 //! values repeat (see [`dictionary_columns`]), as DuckDB and Spark decide it per column
 //! too: a dictionary for every column cost 12% of the benchmark's load (its ids,
@@ -27,12 +28,13 @@ use arrow_array::builder::{
 };
 use arrow_array::{ArrayRef, RecordBatch as ArrowBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema, TimeUnit};
-use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
 use super::encode::{Counted, Layout};
+use super::parquet_file::ParquetFile;
+use super::string_stats::MinMax;
 use super::strings::Strings;
 use crate::batch::RecordBatch;
 use crate::canonical;
@@ -198,15 +200,19 @@ impl Builder {
             .try_for_each(|&row| self.append(column.get(row)))
     }
 
-    fn finish(&mut self) -> Result<ArrayRef> {
+    /// The column built, and a string column's bounds (see `Strings`).
+    fn finish(&mut self) -> Result<(ArrayRef, Option<MinMax>)> {
         Ok(match self {
-            Builder::Str(b) => Arc::new(b.finish()?),
-            Builder::Int(b) => Arc::new(b.finish()),
-            Builder::Float(b) => Arc::new(b.finish()),
-            Builder::Decimal(b, _) => Arc::new(b.finish()),
-            Builder::Bool(b) => Arc::new(b.finish()),
-            Builder::Date(b) => Arc::new(b.finish()),
-            Builder::Ts(b) => Arc::new(b.finish()),
+            Builder::Str(b) => {
+                let (strings, bounds) = b.finish()?;
+                (Arc::new(strings), Some(bounds))
+            }
+            Builder::Int(b) => (Arc::new(b.finish()), None),
+            Builder::Float(b) => (Arc::new(b.finish()), None),
+            Builder::Decimal(b, _) => (Arc::new(b.finish()), None),
+            Builder::Bool(b) => (Arc::new(b.finish()), None),
+            Builder::Date(b) => (Arc::new(b.finish()), None),
+            Builder::Ts(b) => (Arc::new(b.finish()), None),
         })
     }
 
@@ -251,19 +257,21 @@ pub struct ParquetPart {
 
 /// A part's writer on its encoder thread: the writer, the bytes it has written so far
 /// (shared with the sink), and where it ends row groups early (`--target-file-size`).
-type Writing = (Box<ArrowWriter<Counted>>, Arc<AtomicU64>, Option<u64>);
+type Writing = (Box<ParquetFile<Counted>>, Arc<AtomicU64>, Option<u64>);
 
 /// Work for an encoder thread.
 enum Job {
     Open {
         id: u64,
-        writer: Box<ArrowWriter<Counted>>,
+        writer: Box<ParquetFile<Counted>>,
         written: Arc<AtomicU64>,
         row_group_bytes: Option<u64>,
     },
     Batch {
         id: u64,
         batch: ArrowBatch,
+        /// Its string columns' bounds, taken in as the sink gathered them.
+        bounds: Vec<Option<MinMax>>,
         /// Told once the batch is written (see `flush_builders`).
         done: Option<SyncSender<()>>,
     },
@@ -326,14 +334,19 @@ fn encode(jobs: std::sync::mpsc::Receiver<Job>) {
             } => {
                 parts.insert(id, (writer, written, row_group_bytes));
             }
-            Job::Batch { id, batch, done } => {
+            Job::Batch {
+                id,
+                batch,
+                bounds,
+                done,
+            } => {
                 // Dropped at the end of this arm, written or not, which is the signal.
                 let _done = done;
                 let Some((writer, written, row_group_bytes)) = parts.get_mut(&id) else {
                     continue; // the part already failed
                 };
                 let row_group_bytes = *row_group_bytes;
-                match writer.write(&batch) {
+                match writer.write(&batch, &bounds) {
                     Ok(()) => {
                         // With a target file size, row groups end at a quarter of it
                         // (counted before compression), so that what reached the file
@@ -348,13 +361,13 @@ fn encode(jobs: std::sync::mpsc::Receiver<Job>) {
                             Ok(()) => written.store(writer.inner().written(), Ordering::Relaxed),
                             Err(e) => {
                                 parts.remove(&id);
-                                failed.insert(id, e.into());
+                                failed.insert(id, e);
                             }
                         }
                     }
                     Err(e) => {
                         parts.remove(&id);
-                        failed.insert(id, e.into());
+                        failed.insert(id, e);
                     }
                 }
             }
@@ -363,10 +376,9 @@ fn encode(jobs: std::sync::mpsc::Receiver<Job>) {
                     (_, Some(e)) => Err(e),
                     // The file is closed here (the coordinator reopens it to fsync it),
                     // so finished parts hold no descriptor while a checkpoint completes.
-                    (Some((writer, _, _)), None) => writer
-                        .into_inner()
-                        .map(|out| drop(out.into_file()))
-                        .map_err(anyhow::Error::from),
+                    (Some((writer, _, _)), None) => {
+                        writer.into_inner().map(|out| drop(out.into_file()))
+                    }
                     (None, None) => Err(anyhow::anyhow!("unknown Parquet part {id}")),
                 };
                 let _ = done.send(result);
@@ -405,9 +417,8 @@ impl ParquetPart {
         };
         let props = WriterProperties::builder()
             .set_compression(codec)
-            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-            .set_dictionary_enabled(false)
-            .build();
+            .set_dictionary_enabled(false);
+        let props = ParquetFile::<Counted>::props(&schema, props).build();
         let builders = layout
             .types
             .iter()
@@ -441,8 +452,12 @@ impl ParquetPart {
                 }
             }
             let file = fsutil::create_new(&self.path)?;
-            let writer =
-                ArrowWriter::try_new(Counted::new(file), self.schema.clone(), Some(props.build()))?;
+            let writer = ParquetFile::try_new(
+                Counted::new(file),
+                self.schema.clone(),
+                props.build(),
+                ROW_GROUP_ROWS,
+            )?;
             let pool = pool()?;
             let id = pool.next.fetch_add(1, Ordering::Relaxed);
             let encoder = pool.workers[id as usize % pool.workers.len()].clone();
@@ -490,11 +505,13 @@ impl ParquetPart {
         if self.builders.first().is_none_or(|b| b.len() == 0) {
             return Ok(());
         }
-        let columns: Vec<ArrayRef> = self
+        let (columns, bounds): (Vec<ArrayRef>, Vec<Option<MinMax>>) = self
             .builders
             .iter_mut()
             .map(Builder::finish)
-            .collect::<Result<_>>()?;
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .unzip();
         let batch = ArrowBatch::try_new(self.schema.clone(), columns)?;
         // With a target file size the sink cuts parts by what reached the file, so it
         // waits for each batch to be written: where files are cut then depends on the
@@ -508,7 +525,12 @@ impl ParquetPart {
         };
         let (id, encoder) = self.encoder(Some(&batch))?;
         encoder
-            .send(Job::Batch { id, batch, done })
+            .send(Job::Batch {
+                id,
+                batch,
+                bounds,
+                done,
+            })
             .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))?;
         if let Some(written) = written {
             // Disconnected without a message: the batch's job ended (written or failed;

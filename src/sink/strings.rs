@@ -15,6 +15,7 @@ use arrow_array::builder::NullBufferBuilder;
 use arrow_array::StringArray;
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 
+use super::string_stats::{Extremes, Key, MinMax};
 use crate::batch::ColumnView;
 
 /// Bytes copied at once for a short value.
@@ -27,6 +28,11 @@ pub struct Strings {
     /// Where each value ends in `bytes`, after a leading 0.
     offsets: Vec<i32>,
     nulls: NullBufferBuilder,
+    /// Where the least and the greatest value are, for the column's statistics: found
+    /// while each value is at hand (looked for afterwards, in the encoder, they cost a
+    /// second trip through memory), and kept as places in `bytes`, not copies (an
+    /// increasing id is a new greatest value in every row).
+    extremes: Extremes,
 }
 
 impl Strings {
@@ -38,6 +44,7 @@ impl Strings {
             bytes: Vec::with_capacity(bytes + BLOCK),
             offsets,
             nulls: NullBufferBuilder::new(values),
+            extremes: Extremes::default(),
         }
     }
 
@@ -48,12 +55,15 @@ impl Strings {
 
     /// Appends rows `rows` of `column`.
     pub fn append_rows(&mut self, column: ColumnView<'_>, rows: &[usize]) -> Result<()> {
+        let first = self.len();
+        let mut nulls = false;
         for &row in rows {
             match column.get_with_tail(row) {
                 Some((tail, len)) => self.push(tail, len),
                 None => {
                     self.offsets.push(self.bytes.len() as i32);
                     self.nulls.append_null();
+                    nulls = true;
                 }
             }
         }
@@ -61,7 +71,26 @@ impl Strings {
         if i32::try_from(self.bytes.len()).is_err() {
             bail!("a Parquet batch's strings exceed 2 GiB");
         }
+        self.take_extremes(first, nulls);
         Ok(())
+    }
+
+    /// Takes values `first..` into the column's extremes, in a loop of its own over the
+    /// values just appended (still in the cache): done value by value in the gather
+    /// loop above, with the extremes competing for registers there, it cost a third
+    /// more (`perf record` of the benchmark's Parquet load, sink samples).
+    fn take_extremes(&mut self, first: usize, nulls: bool) {
+        let mut extremes = self.extremes;
+        let (bytes, offsets) = (&self.bytes, &self.offsets);
+        let value = |i| value(bytes, offsets, i);
+        for (at, ends) in offsets.windows(2).enumerate().skip(first) {
+            if nulls && !self.nulls.is_valid(at) {
+                continue;
+            }
+            let key = Key::of(bytes, ends[0] as usize, ends[1] as usize);
+            extremes = extremes.take(key, at, value);
+        }
+        self.extremes = extremes;
     }
 
     /// Appends `tail[..len]`, in blocks of `BLOCK` bytes when `tail` holds the last
@@ -89,13 +118,16 @@ impl Strings {
     /// (`StringArray::try_new`), only faster: the whole buffer with simdutf8 (Arrow's
     /// `std::str::from_utf8` per value was 3-4% of a Parquet load's CPU), then each
     /// offset on a character boundary.
-    pub fn finish(&mut self) -> Result<StringArray> {
+    pub fn finish(&mut self) -> Result<(StringArray, MinMax)> {
         let values = self.len();
         let room = self.bytes.capacity();
         let bytes = std::mem::replace(&mut self.bytes, Vec::with_capacity(room));
         let offsets = std::mem::replace(&mut self.offsets, Vec::with_capacity(values + 1));
         self.offsets.push(0);
         let nulls = self.nulls.finish();
+        let nulls_seen = nulls.as_ref().map_or(0, |n| n.null_count() as u64);
+        let extremes = std::mem::take(&mut self.extremes);
+        let bounds = extremes.bounds(|i| value(&bytes, &offsets, i), nulls_seen);
         // No offset wrapped (an `append_rows` that refused the batch may have pushed
         // some), so the offsets never decrease.
         if i32::try_from(bytes.len()).is_err() {
@@ -116,8 +148,16 @@ impl Strings {
         // per value: what `OffsetBuffer::new` and `StringArray::try_new` check besides
         // the UTF-8 checked above.
         let offsets = unsafe { OffsetBuffer::new_unchecked(ScalarBuffer::from(offsets)) };
-        Ok(unsafe { StringArray::new_unchecked(offsets, Buffer::from_vec(bytes), nulls) })
+        let array = unsafe { StringArray::new_unchecked(offsets, Buffer::from_vec(bytes), nulls) };
+        Ok((array, bounds))
     }
+}
+
+/// Value `i` of a column of `bytes` cut at `offsets` (as `Strings` holds it; empty if
+/// an offset wrapped past 2 GiB, which the column then refuses).
+fn value<'a>(bytes: &'a [u8], offsets: &[i32], i: usize) -> &'a [u8] {
+    let at = |i: usize| offsets.get(i).map_or(0, |&o| o as usize);
+    bytes.get(at(i)..at(i + 1)).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -177,7 +217,16 @@ mod tests {
                     reference.append_option(values[row].as_deref());
                 }
                 let arrows = StringArray::try_from_binary(reference.finish()).ok();
-                prop_assert_eq!(ours, arrows);
+                // The bounds gathered on the way are those of the array made.
+                let bounds = |array: &StringArray| {
+                    let mut bounds = MinMax::default();
+                    bounds.observe(array);
+                    bounds.summary()
+                };
+                prop_assert_eq!(
+                    ours.as_ref().map(|(array, gathered)| (array.clone(), gathered.summary())),
+                    arrows.as_ref().map(|array| (array.clone(), bounds(array)))
+                );
                 prop_assert_eq!(strings.len(), 0);
             }
         }

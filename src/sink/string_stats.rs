@@ -1,0 +1,489 @@
+//! The minimum and maximum of a string column chunk, for its Parquet statistics.
+//!
+//! parquet-rs finds them with two `memcmp` calls per value (`compute_min_max`), a tenth
+//! of a Parquet load's CPU on the benchmark's short strings. Here each value is first
+//! compared by a [`Key`], one 128-bit integer: its first 15 bytes and its length. Most
+//! values are placed by their key alone (two integer comparisons, no call); the bytes
+//! themselves are compared only when a key ties with the minimum's or the maximum's and
+//! both values are longer than 15 bytes.
+//!
+//! The bounds are written the way parquet-rs writes its own (`truncate_min_value`,
+//! `truncate_max_value`): cut to [`TRUNCATE`] bytes on a character boundary, the
+//! maximum's last character then incremented so that it still bounds from above, and
+//! marked inexact when cut.
+
+use arrow_array::{Array, StringArray};
+use parquet::data_type::ByteArray;
+use parquet::file::statistics::{Statistics, ValueStatistics};
+
+/// Bytes of a value in its key.
+const PREFIX: usize = 15;
+/// Longest bound written, as parquet-rs's default `statistics_truncate_length`.
+pub const TRUNCATE: usize = 64;
+
+/// A value's place in byte order, as far as its first [`PREFIX`] bytes tell: those
+/// bytes big-endian, zero-padded, then one byte of length, capped at `PREFIX + 1`.
+///
+/// Keys compare as their values do whenever they differ: bytes that differ decide at the
+/// first difference (a zero of padding only ever meets a real byte of a longer value
+/// that starts with the shorter one, and the shorter sorts first); equal bytes with
+/// different lengths mean one value starts the other, and the shorter sorts first. Equal
+/// keys mean equal values unless both values are longer than [`PREFIX`] bytes.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub struct Key(u128);
+
+impl Key {
+    /// Above every value's key.
+    const ABOVE: Key = Key(u128::MAX);
+    /// The empty value's key, below every other.
+    const EMPTY: Key = Key(0);
+
+    /// The key of the value at `start..end` of `data`.
+    #[inline(always)]
+    pub fn of(data: &[u8], start: usize, end: usize) -> Key {
+        let len = end - start;
+        let bytes = match data.get(start..start + 16) {
+            Some(block) => {
+                let mut bytes = [0u8; 16];
+                bytes.copy_from_slice(block);
+                // Keep the value's own bytes: those past it belong to the next value.
+                let whole = u128::from_be_bytes(bytes);
+                if len >= 16 {
+                    whole
+                } else {
+                    whole & !(u128::MAX >> (8 * len))
+                }
+            }
+            None => {
+                let mut bytes = [0u8; 16];
+                let own = len.min(16);
+                bytes[..own].copy_from_slice(&data[start..start + own]);
+                u128::from_be_bytes(bytes)
+            }
+        };
+        Key((bytes & !0xff) | len.min(PREFIX + 1) as u128)
+    }
+
+    /// Whether equal keys can hide different values.
+    #[inline(always)]
+    fn is_partial(self) -> bool {
+        (self.0 & 0xff) as usize > PREFIX
+    }
+
+    /// Whether `value`, of this key, sorts before `other`, of key `theirs`.
+    #[inline(always)]
+    fn before(self, value: &[u8], theirs: Key, other: &[u8]) -> bool {
+        self < theirs || (self == theirs && self.is_partial() && value < other)
+    }
+}
+
+/// Which of a column's values so far are the least and the greatest, by their index in
+/// the column the caller gathers: nothing is copied until [`Extremes::bounds`].
+///
+/// Taking a value in is two comparisons of keys and new bounds picked by their outcome
+/// (written as selections; a version that first branched on whether the value lies
+/// inside the bounds measured slower on the benchmark's data). Only a value tying by key
+/// with a bound, both longer than [`PREFIX`] bytes, takes the cold path and compares
+/// bytes.
+#[derive(Clone, Copy)]
+pub struct Extremes {
+    min: Key,
+    max: Key,
+    min_at: usize,
+    max_at: usize,
+}
+
+impl Default for Extremes {
+    /// The least above every value; the greatest the empty value at index 0, which is
+    /// what it stays only if every value is empty (or null: then no value is taken in,
+    /// and no bounds are made).
+    fn default() -> Extremes {
+        Extremes {
+            min: Key::ABOVE,
+            max: Key::EMPTY,
+            min_at: 0,
+            max_at: 0,
+        }
+    }
+}
+
+impl Extremes {
+    /// These extremes with value `at` (of key `key`) taken in, `value(i)` being value
+    /// `i` of the column. By value, not through a reference, so that a loop can keep
+    /// the extremes in registers.
+    #[inline(always)]
+    #[must_use]
+    pub fn take<'a>(self, key: Key, at: usize, value: impl Fn(usize) -> &'a [u8]) -> Extremes {
+        if ((key == self.min) | (key == self.max)) & key.is_partial() {
+            return self.tie(key, at, value);
+        }
+        let below = key < self.min;
+        let above = key > self.max;
+        Extremes {
+            min: if below { key } else { self.min },
+            min_at: if below { at } else { self.min_at },
+            max: if above { key } else { self.max },
+            max_at: if above { at } else { self.max_at },
+        }
+    }
+
+    /// [`Extremes::take`] for a value tying by key with a bound, both longer than
+    /// [`PREFIX`] bytes: their bytes decide.
+    #[cold]
+    fn tie<'a>(mut self, key: Key, at: usize, value: impl Fn(usize) -> &'a [u8]) -> Extremes {
+        let new = value(at);
+        if key.before(new, self.min, value(self.min_at)) {
+            (self.min, self.min_at) = (key, at);
+        }
+        if self.max.before(value(self.max_at), key, new) {
+            (self.max, self.max_at) = (key, at);
+        }
+        self
+    }
+
+    /// The bounds of the values taken in (none if none was), `value(i)` being value
+    /// `i`, with `nulls` nulls.
+    pub fn bounds<'a>(&self, value: impl Fn(usize) -> &'a [u8], nulls: u64) -> MinMax {
+        let taken = self.min != Key::ABOVE;
+        let bound = |key: Key, at: usize| Bound::new(key, value(at));
+        MinMax {
+            bounds: taken.then(|| (bound(self.min, self.min_at), bound(self.max, self.max_at))),
+            nulls,
+        }
+    }
+}
+
+/// A bound found so far, with its key.
+struct Bound {
+    key: Key,
+    value: Vec<u8>,
+}
+
+impl Bound {
+    fn new(key: Key, value: &[u8]) -> Bound {
+        Bound {
+            key,
+            value: value.to_vec(),
+        }
+    }
+
+    fn set(&mut self, key: Key, value: &[u8]) {
+        self.key = key;
+        self.value.clear();
+        self.value.extend_from_slice(value);
+    }
+}
+
+/// The minimum, maximum and null count of the string values seen.
+#[derive(Default)]
+pub struct MinMax {
+    bounds: Option<(Bound, Bound)>,
+    nulls: u64,
+}
+
+impl MinMax {
+    /// Takes in every value of `array`.
+    pub fn observe(&mut self, array: &StringArray) {
+        self.nulls += array.null_count() as u64;
+        let offsets = array.value_offsets();
+        let data = array.value_data();
+        let nulls = array.nulls().filter(|n| n.null_count() > 0);
+        for (i, ends) in offsets.windows(2).enumerate() {
+            if nulls.is_some_and(|n| n.is_null(i)) {
+                continue;
+            }
+            let (start, end) = (ends[0] as usize, ends[1] as usize);
+            self.take_keyed(Key::of(data, start, end), &data[start..end]);
+        }
+    }
+
+    fn take_keyed(&mut self, key: Key, value: &[u8]) {
+        // A bound is copied out each time it moves: this path is for the rare batch
+        // split between row groups, and for merging gathered bounds.
+        let Some((min, max)) = &mut self.bounds else {
+            self.bounds = Some((Bound::new(key, value), Bound::new(key, value)));
+            return;
+        };
+        if key.before(value, min.key, &min.value) {
+            min.set(key, value);
+        }
+        if max.key.before(&max.value, key, value) {
+            max.set(key, value);
+        }
+    }
+
+    /// Takes in what `other` took in.
+    pub fn merge(&mut self, other: &MinMax) {
+        self.nulls += other.nulls;
+        if let Some((min, max)) = &other.bounds {
+            self.take_keyed(min.key, &min.value);
+            self.take_keyed(max.key, &max.value);
+        }
+    }
+
+    /// The values' minimum and maximum, untruncated (`None` when every value was null).
+    #[cfg(test)]
+    fn bounds(&self) -> Option<(&[u8], &[u8])> {
+        self.bounds
+            .as_ref()
+            .map(|(min, max)| (&min.value[..], &max.value[..]))
+    }
+
+    /// The bounds and the null count, to compare.
+    #[cfg(test)]
+    pub fn summary(&self) -> (Option<[Vec<u8>; 2]>, u64) {
+        let bounds = self.bounds().map(|(min, max)| [min.to_vec(), max.to_vec()]);
+        (bounds, self.nulls)
+    }
+
+    /// Parquet statistics of the values seen: null count, and the bounds cut to
+    /// [`TRUNCATE`] bytes as parquet-rs cuts them.
+    pub fn statistics(&self) -> Statistics {
+        let (min, max) = match &self.bounds {
+            Some((min, max)) => (Some(lower(&min.value)), Some(upper(&max.value))),
+            None => (None, None),
+        };
+        let exact = |b: &Option<(Vec<u8>, bool)>| b.as_ref().is_some_and(|b| b.1);
+        let (min_exact, max_exact) = (exact(&min), exact(&max));
+        let stats = ValueStatistics::new(
+            min.map(|b| ByteArray::from(b.0)),
+            max.map(|b| ByteArray::from(b.0)),
+            None,
+            Some(self.nulls),
+            false,
+        )
+        .with_min_is_exact(min_exact)
+        .with_max_is_exact(max_exact);
+        Statistics::ByteArray(stats)
+    }
+}
+
+/// A lower bound of `value` at most [`TRUNCATE`] bytes long, and whether it is `value`.
+fn lower(value: &[u8]) -> (Vec<u8>, bool) {
+    if value.len() <= TRUNCATE {
+        return (value.to_vec(), true);
+    }
+    let cut = match std::str::from_utf8(value) {
+        Ok(text) => (1..=TRUNCATE).rev().find(|&i| text.is_char_boundary(i)),
+        Err(_) => Some(TRUNCATE),
+    };
+    match cut {
+        Some(cut) => (value[..cut].to_vec(), false),
+        None => (value.to_vec(), true),
+    }
+}
+
+/// An upper bound of `value` at most [`TRUNCATE`] bytes long, and whether it is `value`:
+/// cut, then its last character (its last byte, if `value` is not UTF-8) incremented.
+fn upper(value: &[u8]) -> (Vec<u8>, bool) {
+    if value.len() <= TRUNCATE {
+        return (value.to_vec(), true);
+    }
+    let bound = match std::str::from_utf8(value) {
+        Ok(text) => (TRUNCATE.saturating_sub(3)..=TRUNCATE)
+            .rev()
+            .find(|&i| text.is_char_boundary(i))
+            .and_then(|cut| increment_utf8(&text[..cut])),
+        Err(_) => increment(value[..TRUNCATE].to_vec()),
+    };
+    match bound {
+        Some(bound) => (bound, false),
+        None => (value.to_vec(), true),
+    }
+}
+
+/// `text` with its last character that can be incremented without growing in UTF-8
+/// incremented, and what followed it dropped.
+fn increment_utf8(text: &str) -> Option<Vec<u8>> {
+    text.char_indices().rev().find_map(|(at, c)| {
+        let next = char::from_u32(c as u32 + 1).filter(|n| n.len_utf8() == c.len_utf8())?;
+        let mut bound = text.as_bytes()[..at + c.len_utf8()].to_vec();
+        next.encode_utf8(&mut bound[at..]);
+        Some(bound)
+    })
+}
+
+/// `bytes` incremented as a big-endian number with its trailing 0xff bytes dropped.
+fn increment(mut bytes: Vec<u8>) -> Option<Vec<u8>> {
+    while let Some(last) = bytes.pop() {
+        if last < u8::MAX {
+            bytes.push(last + 1);
+            return Some(bytes);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn observed(batches: &[Vec<Option<Vec<u8>>>]) -> MinMax {
+        let mut stats = MinMax::default();
+        for batch in batches {
+            // Bytes, not text: the order is the bytes' order either way.
+            let strings: Vec<Option<String>> = batch
+                .iter()
+                .map(|v| v.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()))
+                .collect();
+            stats.observe(&StringArray::from(strings));
+        }
+        stats
+    }
+
+    fn value() -> impl Strategy<Value = Option<Vec<u8>>> {
+        // Few distinct bytes, so values share prefixes and tie on keys often; lengths
+        // on both sides of PREFIX.
+        proptest::option::weighted(
+            0.9,
+            proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(b'b')], 0..40),
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn bounds_are_the_least_and_greatest_values(
+            batches in proptest::collection::vec(proptest::collection::vec(value(), 0..30), 1..4),
+            offset in 0usize..5,
+        ) {
+            let stats = observed(&batches);
+            let values: Vec<&Vec<u8>> = batches.iter().flatten().flatten().collect();
+            let expected = values.iter().min().map(|min| (&min[..], &values.iter().max().unwrap_or(min)[..]));
+            prop_assert_eq!(stats.bounds(), expected);
+            let nulls = batches.iter().flatten().filter(|v| v.is_none()).count() as u64;
+            prop_assert_eq!(stats.nulls, nulls);
+
+            // A sliced array (offsets not starting at 0, data before and after it).
+            let all: Vec<Option<String>> = batches.iter().flatten()
+                .map(|v| v.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()))
+                .collect();
+            let array = StringArray::from(all);
+            let offset = offset.min(array.len());
+            let slice = array.slice(offset, array.len() - offset);
+            let mut sliced = MinMax::default();
+            sliced.observe(&slice);
+            let rest: Vec<&[u8]> = slice.iter().flatten().map(str::as_bytes).collect();
+            let expected = rest.iter().min().map(|min| (*min, *rest.iter().max().unwrap_or(min)));
+            prop_assert_eq!(sliced.bounds(), expected);
+        }
+    }
+
+    #[test]
+    fn keys_order_values_that_start_alike() {
+        let key = |v: &[u8]| Key::of(v, 0, v.len());
+        assert!(key(b"ab") < key(b"ab\0"));
+        assert!(key(b"") < key(b"\0"));
+        assert!(key(b"abc") < key(b"abd"));
+        assert!(key(b"0123456789abcde") < key(b"0123456789abcde\0"));
+        assert!(key(b"0123456789abcde") < key(b"0123456789abcde0X"));
+        assert!(key(b"0123456789abcdX") < key(b"0123456789abcdY"));
+        assert_eq!(key(b"0123456789abcdeX"), key(b"0123456789abcdeY"));
+        assert!(key(b"0123456789abcdeX").is_partial());
+        assert!(!key(b"0123456789abcde").is_partial());
+        assert!(
+            key(b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff")
+                < Key::ABOVE
+        );
+        assert_eq!(key(b""), Key::EMPTY);
+        // Bytes after the value in the same buffer are not part of it.
+        assert_eq!(Key::of(b"abXXXXXXXXXXXXXXXXXX", 0, 2), key(b"ab"));
+    }
+
+    #[test]
+    fn short_bounds_are_written_whole_and_exact() {
+        let mut stats = MinMax::default();
+        stats.observe(&StringArray::from(vec![
+            Some("b"),
+            None,
+            Some("a"),
+            Some("c"),
+        ]));
+        let Statistics::ByteArray(s) = stats.statistics() else {
+            panic!("not byte array statistics")
+        };
+        assert_eq!(s.min_opt().map(|b| b.data()), Some(&b"a"[..]));
+        assert_eq!(s.max_opt().map(|b| b.data()), Some(&b"c"[..]));
+        assert_eq!(s.null_count_opt(), Some(1));
+        assert!(s.min_is_exact() && s.max_is_exact());
+    }
+
+    #[test]
+    fn an_all_null_chunk_has_no_bounds() {
+        let mut stats = MinMax::default();
+        stats.observe(&StringArray::from(vec![None::<&str>, None]));
+        let Statistics::ByteArray(s) = stats.statistics() else {
+            panic!("not byte array statistics")
+        };
+        assert_eq!((s.min_opt(), s.max_opt()), (None, None));
+        assert_eq!(s.null_count_opt(), Some(2));
+    }
+
+    #[test]
+    fn long_bounds_are_cut_as_parquet_rs_cuts_them() {
+        let long = "x".repeat(TRUNCATE + 10);
+        assert_eq!(
+            lower(long.as_bytes()),
+            ("x".repeat(TRUNCATE).into_bytes(), false)
+        );
+        let mut up = "x".repeat(TRUNCATE - 1).into_bytes();
+        up.push(b'y');
+        assert_eq!(upper(long.as_bytes()), (up, false));
+        // Cut on a character boundary: "é" is two bytes, straddling byte 64.
+        let accented = format!("{}é{}", "a".repeat(TRUNCATE - 1), "z".repeat(5));
+        assert_eq!(
+            lower(accented.as_bytes()).0,
+            "a".repeat(TRUNCATE - 1).into_bytes()
+        );
+        let (bound, exact) = upper(accented.as_bytes());
+        assert!(!exact && bound.len() <= TRUNCATE);
+        assert!(bound.as_slice() > accented.as_bytes());
+        assert!(std::str::from_utf8(&bound).is_ok());
+        // Nothing can be incremented: the value is kept whole.
+        let top = "\u{10FFFF}".repeat(TRUNCATE);
+        assert_eq!(upper(top.as_bytes()), (top.clone().into_bytes(), true));
+        // Exactly the limit: untouched.
+        let edge = "q".repeat(TRUNCATE);
+        assert_eq!(upper(edge.as_bytes()), (edge.clone().into_bytes(), true));
+        assert_eq!(increment(vec![1, 0xff]), Some(vec![2]));
+        assert_eq!(increment(vec![0xff]), None);
+    }
+
+    #[test]
+    fn bounds_match_what_parquet_rs_would_write() {
+        // The same values through parquet-rs's own statistics and through MinMax.
+        use arrow_array::RecordBatch;
+        use arrow_schema::{DataType, Field, Schema};
+        use parquet::arrow::ArrowWriter;
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        use std::sync::Arc;
+
+        let long = format!("{}é{}", "m".repeat(TRUNCATE - 1), "z".repeat(9));
+        let values = vec![
+            Some("kiwi"),
+            None,
+            Some(long.as_str()),
+            Some("apple"),
+            Some("zz"),
+        ];
+        let array = StringArray::from(values);
+        let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, true)]));
+        let batch =
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(array.clone())]).expect("a batch");
+        let file = tempfile::tempfile().expect("a temporary file");
+        let mut writer = ArrowWriter::try_new(file, schema, None).expect("a writer");
+        writer.write(&batch).expect("written");
+        let file = writer.into_inner().expect("closed");
+        let reader = SerializedFileReader::new(file).expect("a reader");
+        let theirs = reader
+            .metadata()
+            .row_group(0)
+            .column(0)
+            .statistics()
+            .cloned();
+
+        let mut ours = MinMax::default();
+        ours.observe(&array);
+        assert_eq!(Some(ours.statistics()), theirs);
+    }
+}
