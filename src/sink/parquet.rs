@@ -1,6 +1,6 @@
 //! Parquet part files: typed columns from the schema (strings where nothing was cast),
 //! nulls as nulls, statistics on (a string column's taken in as the sink gathers it:
-//! see [`ParquetFile`]), row groups of at most 64 Ki rows, compressed with
+//! see `parquet_file`), row groups of at most 64 Ki rows, compressed with
 //! zstd (default), snappy or nothing. A string column is dictionary-encoded when its
 //! values repeat (see [`dictionary_columns`]), as DuckDB and Spark decide it per column
 //! too: a dictionary for every column cost 12% of the benchmark's load (its ids,
