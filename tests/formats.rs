@@ -356,7 +356,10 @@ fn target_file_size_cuts_part_files_at_about_the_size() {
         ("csv", "zstd", 64 * 1024, 192 * 1024),
     ];
     if cfg!(feature = "parquet") {
-        cases.push(("parquet", "zstd", 128 * 1024, 640 * 1024));
+        // Row groups end at a quarter of the size (counted before compression), so a
+        // file passes the size by less than one; one row group of 64 Ki rows would
+        // be about 150 KB here.
+        cases.push(("parquet", "zstd", 32 * 1024, 32 * 1024));
     }
     for (format, codec, limit, slack) in cases {
         let table = format!("t-{format}-{codec}");
@@ -443,8 +446,8 @@ fn parquet_gives_repeating_string_columns_a_dictionary() {
 /// Every string column chunk's statistics against its values read back: the minimum,
 /// maximum and null count are the chunk's own (exact, or for a value past 64 bytes a
 /// shorter bound on the right side, marked inexact), in files of several row groups, for
-/// an increasing id, a column of a few values, values sharing long prefixes, long and
-/// multi-byte values, and empty fields.
+/// an increasing id, a column of a few values and nulls, values sharing long prefixes,
+/// long and multi-byte values, and empty strings.
 #[cfg(feature = "parquet")]
 #[test]
 fn parquet_string_statistics_are_each_row_groups_own() {
@@ -457,26 +460,31 @@ fn parquet_string_statistics_are_each_row_groups_own() {
     // across byte 64: its bound is cut before that character.
     let long = format!("{}é tail past the limit", "龍".repeat(21));
     let names = ["", "Zoë", "李雷", "a", "Ada Lovelace", long.as_str()];
-    let mut csv = String::from("id,part,name,note,code\n");
+    // JSON lines, so that a string column has nulls (an empty CSV field is "").
+    let mut lines = String::new();
     for i in 0..150_000u64 {
         let name = names[(i % 7 % 6) as usize];
         // Notes share their first 24 bytes, so their keys tie and their bytes decide.
         let note = format!("shared prefix beyond key {}", (i * 7919) % 1009);
-        let code = if i % 11 == 0 {
-            String::new()
-        } else {
-            format!("c{}", i % 5)
+        let code = match i % 11 {
+            0 => serde_json::Value::Null,
+            _ => serde_json::Value::String(format!("c{}", i % 5)),
         };
-        csv.push_str(&format!("{i:08},{},{name},{note},{code}\n", i % 2));
+        let row = serde_json::json!({
+            "id": format!("{i:08}"), "part": format!("{}", i % 2),
+            "name": name, "note": note, "code": code,
+        });
+        lines.push_str(&format!("{row}\n"));
     }
     let w = Workdir::new();
-    w.write("in/rows.csv", csv);
+    w.write("in/rows.jsonl", lines);
     assert_code(
         &w.run(&["-t", "t", "--format", "parquet", "-p", "part", "in"]),
         0,
     );
 
     let mut groups_seen = 0;
+    let mut nulls_seen = 0;
     for (path, _) in data_files(&w.path("t")) {
         let file = || std::fs::File::open(&path).unwrap();
         let metadata = ParquetRecordBatchReaderBuilder::try_new(file())
@@ -504,6 +512,7 @@ fn parquet_string_statistics_are_each_row_groups_own() {
                     panic!("{path:?} group {g} {name}: no string statistics");
                 };
                 assert_eq!(stats.null_count_opt(), Some(nulls), "{path:?} {g} {name}");
+                nulls_seen += nulls;
                 let (min, max) = (values.iter().min(), values.iter().max());
                 match (min, max) {
                     (Some(&min), Some(&max)) => {
@@ -529,6 +538,7 @@ fn parquet_string_statistics_are_each_row_groups_own() {
     }
     // Two partitions of 75,000 rows, row groups of at most 65,536.
     assert_eq!(groups_seen, 4);
+    assert!(nulls_seen > 0, "the code column should have had nulls");
     let long_bound = data_files(&w.path("t")).iter().any(|(path, _)| {
         let reader =
             ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap();

@@ -212,6 +212,86 @@ mod tests {
         RecordBatch::try_new(schema.clone(), columns).expect("a batch")
     }
 
+    /// The statistics of each row group of a file of `schema` written from `batches`
+    /// in groups of 4 rows, each batch given with `gathered(batch)`, as (min, max, nulls)
+    /// of column 1.
+    fn name_statistics(
+        batches: &[RecordBatch],
+        gathered: impl Fn(&RecordBatch) -> Vec<Option<MinMax>>,
+    ) -> Vec<(String, String, u64)> {
+        let schema = batches[0].schema();
+        let props = ParquetFile::<std::fs::File>::props(&schema, WriterProperties::builder());
+        let out = tempfile::tempfile().expect("a temporary file");
+        let mut file = ParquetFile::try_new(out, schema, props.build(), 4).expect("a file");
+        for batch in batches {
+            file.write(batch, &gathered(batch)).expect("written");
+        }
+        let out = file.into_inner().expect("closed");
+        let reader = ParquetRecordBatchReaderBuilder::try_new(out).expect("a reader");
+        let text = |b: Option<&parquet::data_type::ByteArray>| {
+            String::from_utf8(b.expect("a bound").data().to_vec()).expect("text")
+        };
+        reader
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|group| match group.column(1).statistics() {
+                Some(Statistics::ByteArray(s)) => (
+                    text(s.min_opt()),
+                    text(s.max_opt()),
+                    s.null_count_opt().expect("a null count"),
+                ),
+                other => panic!("not string statistics: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn gathered_bounds_are_merged_and_a_split_batch_is_looked_through() {
+        let schema: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("name", DataType::Utf8, true),
+        ]));
+        let batches = [
+            batch(&schema, 0..2),
+            batch(&schema, 2..4),
+            batch(&schema, 4..10),
+        ];
+        // Bounds as the sink would gather them, of each whole batch.
+        let gathered = |b: &RecordBatch| {
+            let mut bounds = MinMax::default();
+            bounds.observe(
+                b.column(1)
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .expect("strings"),
+            );
+            vec![None, Some(bounds)]
+        };
+        let expected = [
+            ("n001".to_string(), "n003".to_string(), 1),
+            ("n004".to_string(), "n007".to_string(), 1),
+            ("n008".to_string(), "n009".to_string(), 0),
+        ];
+        // Two whole batches merged into the first group; the third split over the
+        // second and third, its gathered bounds (n004..n009) set aside.
+        assert_eq!(name_statistics(&batches, gathered), expected);
+        assert_eq!(name_statistics(&batches, |_| Vec::new()), expected);
+    }
+
+    #[test]
+    fn parquet_rs_keeps_statistics_only_of_the_columns_not_ours() {
+        let schema: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("name", DataType::Utf8, true),
+        ]));
+        let props =
+            ParquetFile::<std::fs::File>::props(&schema, WriterProperties::builder()).build();
+        let enabled = |name: &str| props.statistics_enabled(&ColumnPath::from(name));
+        assert_eq!(enabled("name"), EnabledStatistics::None);
+        assert_eq!(enabled("id"), EnabledStatistics::Page);
+    }
+
     #[test]
     fn row_groups_carry_their_own_string_statistics() {
         let schema: SchemaRef = Arc::new(Schema::new(vec![

@@ -333,11 +333,23 @@ mod tests {
     }
 
     fn value() -> impl Strategy<Value = Option<Vec<u8>>> {
-        // Few distinct bytes, so values share prefixes and tie on keys often; lengths
-        // on both sides of PREFIX.
+        // A start shorter than, as long as, or past a key's bytes (two of them alike in
+        // their first PREFIX bytes), then a few bytes of three: values tie on their keys
+        // often, and so must be told apart by their bytes.
+        let start = prop_oneof![
+            Just(Vec::new()),
+            Just(b"0123456789abcd".to_vec()),
+            Just(b"0123456789abcde".to_vec()),
+            Just(b"0123456789abcdeX".to_vec()),
+            Just(b"0123456789abcdeY".to_vec()),
+        ];
+        let rest = proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(b'b')], 0..6);
         proptest::option::weighted(
             0.9,
-            proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(b'b')], 0..40),
+            (start, rest).prop_map(|(mut start, rest)| {
+                start.extend(rest);
+                start
+            }),
         )
     }
 
@@ -366,6 +378,37 @@ mod tests {
             let rest: Vec<&[u8]> = slice.iter().flatten().map(str::as_bytes).collect();
             let expected = rest.iter().min().map(|min| (*min, *rest.iter().max().unwrap_or(min)));
             prop_assert_eq!(sliced.bounds(), expected);
+        }
+
+        /// Extremes over values laid end to end (as `Strings` holds them, the buffer
+        /// going on past each value) find the least and greatest, and merging the
+        /// bounds of two halves gives those of the whole.
+        #[test]
+        fn extremes_find_the_least_and_greatest_values(
+            values in proptest::collection::vec(value().prop_map(Option::unwrap_or_default), 0..40),
+            cut in any::<proptest::sample::Index>(),
+        ) {
+            let mut bytes = Vec::new();
+            let mut offsets = vec![0i32];
+            for v in &values {
+                bytes.extend_from_slice(v);
+                offsets.push(bytes.len() as i32);
+            }
+            let value = |i: usize| &bytes[offsets[i] as usize..offsets[i + 1] as usize];
+            let extremes = |range: std::ops::Range<usize>| {
+                range.fold(Extremes::default(), |e, i| {
+                    let (start, end) = (offsets[i] as usize, offsets[i + 1] as usize);
+                    e.take(Key::of(&bytes, start, end), i, value)
+                })
+            };
+            let whole = extremes(0..values.len()).bounds(value, 3);
+            let expected = values.iter().min().map(|min| [min.clone(), values.iter().max().unwrap_or(min).clone()]);
+            prop_assert_eq!(whole.summary(), (expected.clone(), 3));
+
+            let cut = if values.is_empty() { 0 } else { cut.index(values.len() + 1) };
+            let mut merged = extremes(0..cut).bounds(value, 1);
+            merged.merge(&extremes(cut..values.len()).bounds(value, 2));
+            prop_assert_eq!(merged.summary(), (expected, 3));
         }
     }
 
