@@ -32,6 +32,18 @@ pub const TRUNCATE: usize = 64;
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 pub struct Key(u128);
 
+/// `KEEP[n]`: the first `n` bytes of a big-endian `u128` (a table, not a shift by a
+/// variable amount, which on a `u128` is a handful of instructions per value).
+const KEEP: [u128; PREFIX + 1] = {
+    let mut keep = [0u128; PREFIX + 1];
+    let mut n = 1;
+    while n <= PREFIX {
+        keep[n] = !(u128::MAX >> (8 * n));
+        n += 1;
+    }
+    keep
+};
+
 impl Key {
     /// Above every value's key.
     const ABOVE: Key = Key(u128::MAX);
@@ -42,26 +54,17 @@ impl Key {
     #[inline(always)]
     pub fn of(data: &[u8], start: usize, end: usize) -> Key {
         let len = end - start;
-        let bytes = match data.get(start..start + 16) {
-            Some(block) => {
-                let mut bytes = [0u8; 16];
-                bytes.copy_from_slice(block);
-                // Keep the value's own bytes: those past it belong to the next value.
-                let whole = u128::from_be_bytes(bytes);
-                if len >= 16 {
-                    whole
-                } else {
-                    whole & !(u128::MAX >> (8 * len))
-                }
-            }
+        let mut bytes = [0u8; 16];
+        match data.get(start..start + 16) {
+            // The value's bytes and whatever follows them, masked off below.
+            Some(block) => bytes.copy_from_slice(block),
             None => {
-                let mut bytes = [0u8; 16];
                 let own = len.min(16);
                 bytes[..own].copy_from_slice(&data[start..start + own]);
-                u128::from_be_bytes(bytes)
             }
-        };
-        Key((bytes & !0xff) | len.min(PREFIX + 1) as u128)
+        }
+        let kept = u128::from_be_bytes(bytes) & KEEP[len.min(PREFIX)];
+        Key(kept | len.min(PREFIX + 1) as u128)
     }
 
     /// Whether equal keys can hide different values.
@@ -114,11 +117,13 @@ impl Extremes {
     #[inline(always)]
     #[must_use]
     pub fn take<'a>(self, key: Key, at: usize, value: impl Fn(usize) -> &'a [u8]) -> Extremes {
-        if ((key == self.min) | (key == self.max)) & key.is_partial() {
+        // On the integers themselves, not through the derived `Ord`.
+        let (k, min, max) = (key.0, self.min.0, self.max.0);
+        if ((k == min) | (k == max)) & key.is_partial() {
             return self.tie(key, at, value);
         }
-        let below = key < self.min;
-        let above = key > self.max;
+        let below = k < min;
+        let above = k > max;
         Extremes {
             min: if below { key } else { self.min },
             min_at: if below { at } else { self.min_at },
