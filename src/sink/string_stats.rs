@@ -134,7 +134,9 @@ impl Extremes {
 
     /// [`Extremes::take`] for a value tying by key with a bound, both longer than
     /// [`PREFIX`] bytes: their bytes decide.
-    #[cold]
+    // Inlined, though rarely taken: called, it took the extremes' address, and the
+    // loop kept them in memory around every value instead of in registers.
+    #[inline(always)]
     fn tie<'a>(mut self, key: Key, at: usize, value: impl Fn(usize) -> &'a [u8]) -> Extremes {
         let new = value(at);
         if key.before(new, self.min, value(self.min_at)) {
