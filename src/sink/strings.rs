@@ -15,7 +15,7 @@ use arrow_array::builder::NullBufferBuilder;
 use arrow_array::StringArray;
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 
-use super::string_stats::{Extremes, Key, MinMax};
+use super::string_stats::{value, Extremes, MinMax};
 use crate::batch::ColumnView;
 
 /// Bytes copied at once for a short value.
@@ -78,19 +78,18 @@ impl Strings {
     /// Takes values `first..` into the column's extremes, in a loop of its own over the
     /// values just appended (still in the cache): done value by value in the gather
     /// loop above, with the extremes competing for registers there, it cost a third
-    /// more (`perf record` of the benchmark's Parquet load, sink samples).
+    /// more (`perf record` of the benchmark's Parquet load, sink samples). Without
+    /// nulls, the loop asks nothing of the null bits.
     fn take_extremes(&mut self, first: usize, nulls: bool) {
-        let mut extremes = self.extremes;
+        let values = first..self.len();
         let (bytes, offsets) = (&self.bytes, &self.offsets);
-        let value = |i| value(bytes, offsets, i);
-        for (at, ends) in offsets.windows(2).enumerate().skip(first) {
-            if nulls && !self.nulls.is_valid(at) {
-                continue;
-            }
-            let key = Key::of(bytes, ends[0] as usize, ends[1] as usize);
-            extremes = extremes.take(key, at, value);
+        if nulls {
+            let valid = &self.nulls;
+            self.extremes
+                .scan(bytes, offsets, values, |i| !valid.is_valid(i));
+        } else {
+            self.extremes.scan(bytes, offsets, values, |_| false);
         }
-        self.extremes = extremes;
     }
 
     /// Appends `tail[..len]`, in blocks of `BLOCK` bytes when `tail` holds the last
@@ -151,13 +150,6 @@ impl Strings {
         let array = unsafe { StringArray::new_unchecked(offsets, Buffer::from_vec(bytes), nulls) };
         Ok((array, bounds))
     }
-}
-
-/// Value `i` of a column of `bytes` cut at `offsets` (as `Strings` holds it; empty if
-/// an offset wrapped past 2 GiB, which the column then refuses).
-fn value<'a>(bytes: &'a [u8], offsets: &[i32], i: usize) -> &'a [u8] {
-    let at = |i: usize| offsets.get(i).map_or(0, |&o| o as usize);
-    bytes.get(at(i)..at(i + 1)).unwrap_or_default()
 }
 
 #[cfg(test)]
