@@ -258,16 +258,18 @@ impl Encoder {
         })
     }
 
-    /// A Parquet file with the layout's columns, created at `path` when first needed.
+    /// A Parquet file with the layout's columns, created at `path` when first needed;
+    /// `ordinal`: its place among its checkpoint's parts.
     #[cfg(feature = "parquet")]
     pub fn parquet(
         path: std::path::PathBuf,
         layout: &Layout,
         compression: Compression,
         target_size: Option<u64>,
+        ordinal: usize,
     ) -> Result<Encoder> {
         Ok(Encoder::Parquet(Box::new(
-            super::parquet::ParquetPart::new(path, layout, compression, target_size)?,
+            super::parquet::ParquetPart::new(path, layout, compression, target_size, ordinal)?,
         )))
     }
 

@@ -413,6 +413,7 @@ impl TableSink {
                 &self.layout_cols,
                 compression,
                 self.output.target_file_size,
+                txn.parts.len(),
             )?,
             _ => {
                 txn.make_room()?;
