@@ -2,10 +2,11 @@
 //!
 //! parquet-rs finds them with two `memcmp` calls per value (`compute_min_max`), a tenth
 //! of a Parquet load's CPU on the benchmark's short strings. Here each value is first
-//! compared by a [`Key`], one 128-bit integer: its first 15 bytes and its length. Most
-//! values are placed by their key alone (two integer comparisons, no call); the bytes
-//! themselves are compared only when a key ties with the minimum's or the maximum's and
-//! both values are longer than 15 bytes.
+//! compared by a [`Key`], one 128-bit integer: its first 15 bytes and its length. A
+//! batch of values is first reduced to its least and greatest key (two integer
+//! comparisons per value, no call); the values' bytes are looked at only where such a
+//! key can move a bound, and compared only when keys tie and both values are longer
+//! than 15 bytes.
 //!
 //! The bounds are written the way parquet-rs writes its own (`truncate_min_value`,
 //! `truncate_max_value`): cut to [`TRUNCATE`] bytes on a character boundary, the
@@ -85,11 +86,10 @@ impl Key {
 /// Which of a column's values so far are the least and the greatest, by their index in
 /// the column the caller gathers: nothing is copied until [`Extremes::bounds`].
 ///
-/// Taking a value in is two comparisons of keys and new bounds picked by their outcome
-/// (written as selections; a version that first branched on whether the value lies
-/// inside the bounds measured slower on the benchmark's data). Only a value tying by key
-/// with a bound, both longer than [`PREFIX`] bytes, takes the cold path and compares
-/// bytes.
+/// Values are taken in a run at a time ([`Extremes::scan`]): the run's least and
+/// greatest key first, then, only if one of them can move a bound, the value it belongs
+/// to. Only values tying by key with a bound, both longer than [`PREFIX`] bytes, have
+/// their bytes compared.
 #[derive(Clone, Copy)]
 pub struct Extremes {
     min: Key,
