@@ -126,6 +126,8 @@ pub struct Cli {
     pub config: Option<PathBuf>,
 
     /// Print a [schema] for the inputs, inferred from their first rows, and exit
+    // The help text names the job file's table; rustdoc would take it for a link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, conflicts_with_all = ["recover", "status"])]
     pub infer_schema: bool,
 

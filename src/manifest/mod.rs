@@ -19,7 +19,7 @@
 //!
 //! # The head
 //! `JOB/manifest` is the head: the journal's framing with magic `INGESTM\x02` and one
-//! frame, a [`Head`] naming the live segments (oldest first), the total of distinct
+//! frame, a `Head` naming the live segments (oldest first), the total of distinct
 //! loaded inputs and the last run folded in. Every change ends with the head replaced
 //! atomically (`fsutil::write_atomic`): the segments it names were made durable first,
 //! so the head is the fold's commit point; a segment no head names (a crash between

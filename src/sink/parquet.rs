@@ -2,7 +2,7 @@
 //! nulls as nulls, statistics on (a string column's taken in as the sink gathers it:
 //! see `parquet_file`), row groups of at most 64 Ki rows, compressed with
 //! zstd (default), snappy or nothing. A string column is dictionary-encoded when its
-//! values repeat (see [`dictionary_columns`]), as DuckDB and Spark decide it per column
+//! values repeat (see `dictionary_columns`), as DuckDB and Spark decide it per column
 //! too: a dictionary for every column cost 12% of the benchmark's load (its ids,
 //! timestamps and emails never repeat, and each filled a dictionary before falling back),
 //! none at all left zstd compressing every status and currency in full.
@@ -232,7 +232,7 @@ impl Builder {
 /// One Parquet part file being written.
 ///
 /// The sink thread only appends values to Arrow builders; full Arrow batches go to one
-/// of the run's encoder threads (the [`Pool`]), which owns the part's Parquet writer
+/// of the run's encoder threads (the `Pool`), which owns the part's Parquet writer
 /// (encoding and compression, the expensive half), so encoding runs beside parsing and
 /// partitioning instead of after them. A part always goes to the same encoder, so its
 /// batches are written in order.

@@ -285,7 +285,7 @@ impl Bucket {
 
     /// preCommit of a checkpoint's data files: each local `file` becomes a multipart
     /// upload to its `rel`, every part sent, and left open. Requests run concurrently,
-    /// at most [`IN_FLIGHT`] at once, parts of one file too, so memory stays at that many
+    /// at most `IN_FLIGHT` at once, parts of one file too, so memory stays at that many
     /// parts whatever the files' number and size. If anything fails, the uploads
     /// started here are aborted before the error returns.
     pub fn upload_all(&self, files: &[(&str, &Path)]) -> Result<Vec<Upload>> {
@@ -374,7 +374,7 @@ impl Bucket {
 
     /// Every multipart upload open under `rel_prefix`, as (path relative to the table,
     /// upload id), through the S3 API's `ListMultipartUploads` (see
-    /// [`super::s3::UploadLister`]). Bounded: at most 10,000 pages of 1,000.
+    /// `s3::UploadLister`). Bounded: at most 10,000 pages of 1,000.
     pub fn open_uploads(&self, rel_prefix: &str) -> Result<Vec<(String, String)>> {
         use object_store::aws::AwsAuthorizer;
         use object_store::client::HttpRequestBody;
@@ -472,7 +472,7 @@ impl Bucket {
         }
     }
 
-    /// commit of several files, concurrently ([`IN_FLIGHT`] at once): each outcome, in order.
+    /// commit of several files, concurrently (`IN_FLIGHT` at once): each outcome, in order.
     pub fn complete_all(&self, files: &[(&str, &Upload, u64)]) -> Result<Vec<Result<Completed>>> {
         use futures::stream::{self, StreamExt};
         let rt = runtime()?;

@@ -15,7 +15,7 @@
 //! (publish, fold, resume), and before a record is written every state file that
 //! changed is copied up ([`Remote::push`]), so the files a record names (snapshots, the
 //! manifest it folds into) are in the bucket first. A command starts by replacing the
-//! working copy with the bucket's ([`Remote::pull`]): whatever the copy held beyond the
+//! working copy with the bucket's (`Remote::pull`): whatever the copy held beyond the
 //! bucket (a record a crash kept from reaching it) was never acted on, and goes.
 //! So `--recover` works on any machine with the URL and the credentials.
 //!
