@@ -568,7 +568,12 @@ impl ParquetPart {
                 None => self.first_batch,
                 Some(_) => ARROW_BATCH_ROWS,
             };
-            let (now, later) = rows.split_at(rows.len().min(limit - held));
+            let (now, later) = rows.split_at(rows.len().min(limit.saturating_sub(held)));
+            if now.is_empty() {
+                // Builders at their limit were flushed above: no progress here would be
+                // a loop without end, so it is an error instead.
+                bail!("a Parquet part's builders held {held} rows past their {limit}");
+            }
             for (builder, &col) in self.builders.iter_mut().zip(&layout.cols) {
                 builder.append_rows(batch, col, now)?;
             }
