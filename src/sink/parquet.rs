@@ -295,7 +295,7 @@ enum Job {
 /// parser behind it stopped too. With 64 (and staggered first batches, see
 /// [`first_batch_rows`]) the 1 GB Parquet load left a core idle 0.25 s instead of 0.52 s
 /// (idle time from `/proc/stat`, median of 4 rounds), 2.38 s instead of 2.56 s, at the
-/// same peak RSS: a queued batch holds what the part's builders held before it.
+/// same peak RSS there. What the queues hold in bytes is bounded by [`QUEUED_BYTES`].
 const ENCODER_QUEUE: usize = 64;
 
 /// Bytes of Arrow batches queued for the encoders (all parts together) beyond which
