@@ -22,6 +22,32 @@ pub fn sync_file(file: &File, path: &Path) -> Result<()> {
         .with_context(|| format!("cannot fsync {}", path.display()))
 }
 
+/// Starts writing a file's dirty pages before `end` to disk, without waiting and
+/// without making anything durable (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`,
+/// Linux only; elsewhere nothing). A hint, so an error is ignored: only
+/// [`sync_file`] makes a file durable, and it reports any error the write meets.
+///
+/// The page cache otherwise holds a checkpoint's files until its fsyncs, which then
+/// write them all at once while the load waits (about 50 ms for the last checkpoint of
+/// the 1 GB benchmark); written behind as they grow, they are mostly on disk by then.
+/// RocksDB's `bytes_per_sync` does the same for its files.
+pub fn start_writeback(file: &File, end: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let Ok(end) = libc::off64_t::try_from(end) else {
+            return;
+        };
+        // SAFETY: the descriptor is `file`'s, open for the call's duration; the call
+        // reads no memory of ours.
+        unsafe {
+            libc::sync_file_range(file.as_raw_fd(), 0, end, libc::SYNC_FILE_RANGE_WRITE);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, end);
+}
+
 /// Makes a directory's entries (creations, renames, removals) durable.
 ///
 /// Survives: a power cut after a rename or create that the journal already relies on;
