@@ -25,6 +25,26 @@ const UNKNOWN: u64 = u64::MAX;
 /// Rows per batch: large enough to amortise a channel hop, small enough to stay in cache.
 pub const BATCH_ROWS: usize = 4096;
 
+/// Bytes of stored fields after which a batch is full whatever its rows: the batches in
+/// flight then hold about the same memory however wide the rows are. The benchmark's
+/// 100-byte rows fill 4096 rows in 400 KB; rows of 10 KB made 40 MB batches and a
+/// 230 MB peak RSS before this cut.
+pub const BATCH_BYTES: usize = 1 << 20;
+
+/// The largest record a batch takes, in stored bytes (its fields, each with its
+/// separator): the reader turns a larger one away as a bad row. With the cut at
+/// [`BATCH_BYTES`] a batch's data then stays below 4 GiB, so its field offsets fit a
+/// `u32`.
+pub const MAX_RECORD_BYTES: usize = 1 << 30;
+const _: () = assert!(MAX_RECORD_BYTES + BATCH_BYTES < u32::MAX as usize);
+
+/// A field's end in a batch's data, as stored (see [`MAX_RECORD_BYTES`] for why it fits).
+#[inline(always)]
+fn offset(at: usize) -> u32 {
+    debug_assert!(at <= u32::MAX as usize);
+    at as u32
+}
+
 /// A row that failed, on its way to the rejects file (or to fail the run).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reject {
@@ -45,8 +65,9 @@ pub struct RecordBatch {
     view: Option<Vec<usize>>,
     data: Vec<u8>,
     /// End offset in `data` of every field, row after row; a [`SEP`] follows each, so
-    /// field `i` starts at `ends[i - 1] + 1`.
-    ends: Vec<usize>,
+    /// field `i` starts at `ends[i - 1] + 1`. Four bytes, not eight: a batch's offsets
+    /// were nearly half the bytes the source writes and the sink reads per field.
+    ends: Vec<u32>,
     /// Per record: which of its stored fields need CSV quoting (they hold a `,`, a quote
     /// or a line end), field `i` as bit `i`, when the source knew ([`UNKNOWN`] when it
     /// did not). 0 is a plain record: its stored bytes from one field to another are CSV
@@ -130,7 +151,7 @@ pub enum ColumnView<'a> {
     /// A stored column: field `col` of every `stride` fields.
     Stored {
         data: &'a [u8],
-        ends: &'a [usize],
+        ends: &'a [u32],
         nulls: Option<&'a [bool]>,
         stride: usize,
         col: usize,
@@ -164,8 +185,8 @@ impl<'a> ColumnView<'a> {
                 if nulls.is_some_and(|n| n[i]) {
                     return None;
                 }
-                let start = if i == 0 { 0 } else { ends[i - 1] + 1 };
-                Some((&data[start..], ends[i] - start))
+                let start = if i == 0 { 0 } else { ends[i - 1] as usize + 1 };
+                Some((&data[start..], ends[i] as usize - start))
             }
             ColumnView::Added(column) => (!column.nulls[row]).then(|| column.get_with_tail(row)),
         }
@@ -222,6 +243,12 @@ impl RecordBatch {
     /// Bytes of field data held (of the stored columns; for estimates).
     pub fn data_len(&self) -> usize {
         self.data.len()
+    }
+
+    /// True when the batch should go: it holds [`BATCH_ROWS`] rows or [`BATCH_BYTES`]
+    /// bytes.
+    pub fn is_full(&self) -> bool {
+        self.len() >= BATCH_ROWS || self.data.len() >= BATCH_BYTES
     }
 
     /// Number of records.
@@ -363,11 +390,11 @@ impl RecordBatch {
         self.data.extend_from_slice(joined);
         self.data.push(SEP);
         for (i, &end) in ends.iter().enumerate() {
-            self.ends.push(base + end + i);
+            self.ends.push(offset(base + end + i));
         }
         if delimiter != SEP {
             for &end in &self.ends[self.ends.len() - ends.len()..] {
-                self.data[end] = SEP;
+                self.data[end as usize] = SEP;
             }
         }
         if let Some(nulls) = &mut self.nulls {
@@ -384,7 +411,7 @@ impl RecordBatch {
         if let Some(bytes) = value {
             self.data.extend_from_slice(bytes);
         }
-        self.ends.push(self.data.len());
+        self.ends.push(offset(self.data.len()));
         self.data.push(SEP);
         match (&mut self.nulls, value) {
             (Some(nulls), _) => nulls.push(value.is_none()),
@@ -412,7 +439,13 @@ impl RecordBatch {
             return self.added[stored - self.ncols].get(row);
         }
         let i = row * self.ncols + stored;
-        &self.data[self.start(i)..self.ends[i]]
+        &self.data[self.start(i)..self.end(i)]
+    }
+
+    /// Where stored field `i` (counted over every row) ends in `data`.
+    #[inline]
+    fn end(&self, i: usize) -> usize {
+        self.ends[i] as usize
     }
 
     /// Where stored field `i` (counted over every row) starts in `data`.
@@ -420,7 +453,7 @@ impl RecordBatch {
         if i == 0 {
             0
         } else {
-            self.ends[i - 1] + 1
+            self.end(i - 1) + 1
         }
     }
 
@@ -443,20 +476,20 @@ impl RecordBatch {
         let first = row * self.ncols;
         let start = self.start(first);
         let ends = &self.ends[first..first + self.ncols];
-        let bytes = &self.data[start..ends[self.ncols - 1]];
+        let bytes = &self.data[start..ends[self.ncols - 1] as usize];
         let mut mask = 0u64;
         // The field holding byte `at`: the first whose end is at or after it.
-        let field_at = |at: usize| ends.partition_point(|&e| e < start + at);
+        let field_at = |at: usize| ends.partition_point(|&e| (e as usize) < start + at);
         for at in memchr::memchr3_iter(b'"', b'\n', b'\r', bytes) {
             mask |= 1 << field_at(at);
         }
         // Separators sit exactly at the fields' ends; any other `,` is in a field.
         let mut field = 0;
         for at in memchr::memchr_iter(SEP, bytes) {
-            while ends[field] < start + at {
+            while (ends[field] as usize) < start + at {
                 field += 1;
             }
-            if ends[field] != start + at {
+            if ends[field] as usize != start + at {
                 mask |= 1 << field;
             }
         }
@@ -467,7 +500,7 @@ impl RecordBatch {
     /// them. For a plain record (see [`RecordBatch::is_plain`]) that is their CSV.
     pub fn stored_span(&self, row: usize, first: usize, last: usize) -> &[u8] {
         let at = row * self.ncols;
-        &self.data[self.start(at + first)..self.ends[at + last]]
+        &self.data[self.start(at + first)..self.end(at + last)]
     }
 
     /// The stored field visible column `col` shows, if it is a stored one (not added by
@@ -553,8 +586,9 @@ impl RecordBatch {
         let first = at * self.ncols;
         let base = self.start(first);
         tail.data.extend_from_slice(&self.data[base..]);
+        let base32 = offset(base);
         tail.ends
-            .extend(self.ends[first..].iter().map(|end| end - base));
+            .extend(self.ends[first..].iter().map(|end| end - base32));
         if let Some(nulls) = &mut self.nulls {
             tail.nulls = Some(nulls.split_off(first));
         }
@@ -599,11 +633,12 @@ impl RecordBatch {
             let end = if self.ncols == 0 {
                 start
             } else {
-                self.ends[first + self.ncols - 1] + 1
+                self.end(first + self.ncols - 1) + 1
             };
             self.data.copy_within(start..end, out_byte);
             for col in 0..self.ncols {
-                self.ends[out_row * self.ncols + col] = self.ends[first + col] - start + out_byte;
+                self.ends[out_row * self.ncols + col] =
+                    offset(self.end(first + col) - start + out_byte);
                 if let Some(nulls) = &mut self.nulls {
                     nulls[out_row * self.ncols + col] = nulls[first + col];
                 }
@@ -696,6 +731,26 @@ pub enum Msg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_is_full_at_its_rows_or_at_its_bytes() {
+        let mut narrow = RecordBatch::new(1);
+        for i in 0..BATCH_ROWS {
+            assert!(!narrow.is_full(), "{i} rows");
+            narrow.push([&b"x"[..]], 0, i as u64);
+        }
+        assert!(narrow.is_full());
+        // 1023 bytes and a separator: full at the row that reaches BATCH_BYTES.
+        let value = vec![b'w'; 1023];
+        let mut wide = RecordBatch::new(1);
+        for i in 0..BATCH_BYTES / 1024 {
+            assert!(!wide.is_full(), "{i} rows");
+            wide.push([&value[..]], 0, i as u64);
+        }
+        assert!(wide.is_full());
+        assert_eq!(wide.len(), 1024);
+        assert_eq!(wide.field(1023, 0), &value[..]);
+    }
 
     #[test]
     fn only_a_column_cast_to_a_type_without_commas_or_quotes_is_never_quoted() {

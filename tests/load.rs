@@ -21,6 +21,46 @@ fn fixture_load_lands_every_row_once_with_partitions_restored() {
     );
 }
 
+/// Rows of about 300 KB: a batch is full after four (at 1 MiB, not 4096 rows), so
+/// barriers every 7 rows fall inside batches, and chunks of 1 MB hold a few rows each.
+#[test]
+fn wide_rows_load_exactly_in_batches_cut_by_bytes() {
+    let mut text = String::from("id,country,blob\n");
+    for i in 0..30 {
+        let blob = format!("{i}").repeat(300_000 / (1 + i / 10));
+        let blob = if i % 3 == 0 {
+            format!("\"{blob}\n\"\"\"")
+        } else {
+            blob
+        };
+        text.push_str(&format!("{i},{},{blob}\n", ["de", "fr"][i % 2]));
+    }
+    for threads in ["1", "4"] {
+        let w = Workdir::new().with_env("INGEST_CHUNK_BYTES", "1000000");
+        let input = w.write("in/wide.csv", &text);
+        let out = w.run(&[
+            "-t",
+            "t",
+            "-p",
+            "country",
+            "--checkpoint-rows",
+            "7",
+            "--threads",
+            threads,
+            "--json",
+            "in",
+        ]);
+        assert_code(&out, 0);
+        assert_same_rows(
+            table_rows(&w.path("t")),
+            input_rows(&[input]),
+            &format!("wide rows, {threads} thread(s)"),
+        );
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(summary["checkpoints"], 5, "{summary}");
+    }
+}
+
 #[test]
 fn partition_columns_leave_the_file_body_and_files_have_a_header() {
     let w = Workdir::new();

@@ -209,7 +209,7 @@ fn parse_chunk(
             );
         }
         ends.push(reader.offset());
-        if batch.len() >= BATCH_ROWS {
+        if batch.is_full() {
             let full = std::mem::replace(&mut batch, spare());
             let full_ends = std::mem::replace(&mut ends, Vec::with_capacity(BATCH_ROWS));
             send(

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use crate::batch::{Msg, RecordBatch, Reject, Spares, BATCH_ROWS};
+use crate::batch::{Msg, RecordBatch, Reject, Spares};
 use crate::exit::Stopped;
 use crate::failpoint;
 use crate::progress::Counters;
@@ -482,7 +482,7 @@ impl Source<'_> {
             self.emit.rows_read += 1;
             self.emit.rows_since_barrier += 1;
             let at_barrier = self.emit.rows_since_barrier == plan.checkpoint_rows;
-            if self.batch.len() >= BATCH_ROWS || at_barrier {
+            if self.batch.is_full() || at_barrier {
                 self.progress(reader.raw_bytes())?;
                 self.flush()?;
                 if at_barrier {

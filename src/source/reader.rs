@@ -31,7 +31,7 @@ use super::jsonl;
 use super::quoted_records;
 use super::quotes::QuoteCheck;
 use super::specials::Specials;
-use crate::batch::RecordBatch;
+use crate::batch::{RecordBatch, MAX_RECORD_BYTES};
 use crate::protocol::Fingerprint;
 
 const CHUNK: usize = 256 * 1024;
@@ -92,6 +92,9 @@ pub struct InputReader {
     quoting: Option<u64>,
     /// Set for a JSON lines input.
     jsonl: Option<JsonLines>,
+    /// The most stored bytes a record may hold ([`MAX_RECORD_BYTES`]); a larger one is
+    /// a bad row.
+    max_record: usize,
 }
 
 /// The state of a JSON lines input.
@@ -416,7 +419,15 @@ impl InputReader {
             quoting: None,
             utf8: Utf8Check::default(),
             jsonl: is_jsonl(name).then(JsonLines::default),
+            max_record: MAX_RECORD_BYTES,
         }
+    }
+
+    /// A reader that turns away records of more than `bytes` stored bytes, for tests.
+    #[cfg(test)]
+    fn with_max_record(mut self, bytes: usize) -> Self {
+        self.max_record = bytes;
+        self
     }
 
     /// The running hash of every byte consumed so far, to go on from elsewhere.
@@ -489,11 +500,21 @@ impl InputReader {
     /// lines, is not an object of the input's columns).
     pub fn invalid(&mut self) -> Option<String> {
         let bad_utf8 = self.utf8.bad_within(self.record_start, self.offset);
+        let size = self.stored_size();
+        let too_large = (size > self.max_record).then(|| {
+            format!(
+                "the record holds {size} bytes, more than the {} a record may hold",
+                self.max_record
+            )
+        });
         if let Some(json) = &mut self.jsonl {
-            return json.error.take();
+            return json.error.take().or(too_large);
         }
         if let Some(why) = self.malformed.take() {
             return Some(why);
+        }
+        if too_large.is_some() {
+            return too_large;
         }
         if !bad_utf8 {
             return None;
@@ -505,6 +526,14 @@ impl InputReader {
                 |i| format!("field {}", i + 1),
             );
         Some(format!("{field} is not valid UTF-8 (inputs must be UTF-8)"))
+    }
+
+    /// The current record's size as a batch stores it: its fields' bytes, each followed
+    /// by a separator.
+    fn stored_size(&self) -> usize {
+        self.ends[..self.nfields]
+            .last()
+            .map_or(0, |&end| end + self.nfields)
     }
 
     /// Marks `n` buffered bytes as consumed: they count in the offset and the hash.
@@ -1277,6 +1306,56 @@ mod tests {
             "field 2 is not valid UTF-8 (inputs must be UTF-8)"
         );
         assert!(!r.read_record().unwrap());
+    }
+
+    #[test]
+    fn a_record_larger_than_a_batch_may_hold_is_a_bad_row() {
+        let dir = tempfile::tempdir().unwrap();
+        // Stored sizes (fields unescaped, a separator after each): 4 for the header, 5
+        // for "1,22", 6 for "1,333"; the quoted record's is 5 ("1" and `"3`); a bare CR
+        // ends a record (read by the parser) without counting a line.
+        let path = write(
+            dir.path(),
+            "wide.csv",
+            b"a,b\n1,22\n1,333\n\"1\",\"\"\"3\"\n1,22\r\n12,33\r4,5\n",
+        );
+        let mut r = InputReader::open(&path, b',').unwrap().with_max_record(5);
+        let mut verdicts = Vec::new();
+        while r.read_record().unwrap() {
+            verdicts.push((r.record_line(), r.invalid()));
+        }
+        let too_large = |n: usize| {
+            Some(format!(
+                "the record holds {n} bytes, more than the 5 a record may hold"
+            ))
+        };
+        assert_eq!(
+            verdicts,
+            vec![
+                (1, None),
+                (2, None),
+                (3, too_large(6)),
+                (4, None),
+                (5, None),
+                (6, too_large(6)),
+                (6, None),
+            ]
+        );
+        let path = write(
+            dir.path(),
+            "wide.jsonl",
+            b"{\"a\":\"xy\"}\n{\"a\":\"xyz\"}\n",
+        );
+        let mut r = InputReader::open(&path, b',').unwrap().with_max_record(3);
+        assert!(r.read_header_record().unwrap());
+        assert!(r.read_record().unwrap());
+        assert_eq!(r.invalid(), None);
+        assert_eq!(r.cell(0), Some(&b"xy"[..]));
+        assert!(r.read_record().unwrap());
+        assert_eq!(
+            r.invalid(),
+            Some("the record holds 4 bytes, more than the 3 a record may hold".to_string())
+        );
     }
 
     #[test]
