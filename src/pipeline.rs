@@ -31,6 +31,15 @@ use crate::table::JobLayout;
 /// 2.28-2.45 s.
 const CHANNEL_DEPTH: usize = 16;
 
+/// Batches in flight from the source to the sink when they are the only two threads
+/// (see [`Threads::for_load`]). The source is the longer of the two, yet it still slept
+/// on a full channel 190 times per 1 GB load (`perf record -e sched:sched_switch`) while
+/// the sink was held up (a checkpoint's new files, the coordinator on its core): idle
+/// CPU fell from 0.41-0.53 s to 0.35-0.36 s with 32 (`/proc/stat`, three alternated
+/// runs of 6-8 rounds), and 64 took it to 0.17 s but the peak RSS to 80 MiB. With 32,
+/// 31-42 MiB.
+const TWO_THREAD_DEPTH: usize = 32;
+
 /// Routed batches waiting per sink when several sinks share the partitions. Every sink
 /// gets every batch (each takes its own partitions' rows), so the batches held are the
 /// router's input plus the slowest sink's queue: 16 more there took the 1 GB load at
@@ -214,7 +223,12 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
     let (ack_tx, ack_rx) = channel();
 
     thread::scope(|scope| {
-        let (tx, mut rx) = sync_channel(CHANNEL_DEPTH);
+        let depth = if workers == 0 && sinks == 1 {
+            TWO_THREAD_DEPTH
+        } else {
+            CHANNEL_DEPTH
+        };
+        let (tx, mut rx) = sync_channel(depth);
         let (returns, spares) = batch::recycling(CHANNEL_DEPTH);
         let mut handles = Vec::new();
         let (acks, flag) = (ack_tx.clone(), cancel.clone());
