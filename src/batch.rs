@@ -733,6 +733,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_first_record_read_with_another_delimiter_is_stored_with_commas() {
+        let mut b = RecordBatch::new(3);
+        b.push_joined(b"2;x,y;z", b';', &ends_of(&["2", "x,y", "z"]), 0, 1);
+        assert_eq!(b.stored_span(0, 0, 2), b"2,x,y,z");
+        assert_eq!(b.needs_quotes(0), Some(0b010));
+        assert_eq!(
+            (0..3).map(|c| b.field(0, c)).collect::<Vec<_>>(),
+            [&b"2"[..], b"x,y", b"z"]
+        );
+    }
+
+    #[test]
     fn a_batch_is_full_at_its_rows_or_at_its_bytes() {
         let mut narrow = RecordBatch::new(1);
         for i in 0..BATCH_ROWS {
