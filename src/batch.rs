@@ -38,11 +38,16 @@ pub const BATCH_BYTES: usize = 1 << 20;
 pub const MAX_RECORD_BYTES: usize = 1 << 30;
 const _: () = assert!(MAX_RECORD_BYTES + BATCH_BYTES < u32::MAX as usize);
 
-/// A field's end in a batch's data, as stored (see [`MAX_RECORD_BYTES`] for why it fits).
+/// A field's end in a batch's data, as stored. It fits: the reader and the stages turn
+/// away a record of more than [`MAX_RECORD_BYTES`], and a batch is cut at
+/// [`BATCH_BYTES`]. Were that ever broken, this stops the thread (the run fails,
+/// resumable) rather than store a wrong offset.
 #[inline(always)]
 fn offset(at: usize) -> u32 {
-    debug_assert!(at <= u32::MAX as usize);
-    at as u32
+    match u32::try_from(at) {
+        Ok(at) => at,
+        Err(_) => panic!("internal error: a batch outgrew 4 GiB ({at} bytes)"),
+    }
 }
 
 /// A row that failed, on its way to the rejects file (or to fail the run).

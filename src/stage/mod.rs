@@ -20,7 +20,7 @@ use std::sync::mpsc::{Receiver, Sender, SyncSender};
 use anyhow::{anyhow, bail, Context, Result};
 use xxhash_rust::xxh3::xxh3_128;
 
-use crate::batch::{Msg, RecordBatch, Reject};
+use crate::batch::{Msg, RecordBatch, Reject, MAX_RECORD_BYTES};
 use crate::failpoint;
 use crate::fsutil;
 use crate::protocol::{Ack, SnapshotRef};
@@ -126,6 +126,14 @@ pub fn rebuild(
         cells.buf.clear();
         cells.spans.clear();
         match row_fn(batch, row, &mut cells) {
+            // A batch's offsets are u32s: no record may outgrow what the reader allows.
+            Ok(()) if cells.buf.len() + width > MAX_RECORD_BYTES => bad.push((
+                row,
+                format!(
+                    "the record would hold {} bytes, more than the {MAX_RECORD_BYTES} a record may hold",
+                    cells.buf.len() + width
+                ),
+            )),
             Ok(()) => {
                 debug_assert_eq!(cells.spans.len(), width);
                 for span in &cells.spans {
