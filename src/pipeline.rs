@@ -1,8 +1,10 @@
 //! Wires one run's pipeline: source → stages (chained on one thread) → sink, joined by
 //! bounded channels, with the coordinator on the calling thread collecting acks.
 //!
-//! Memory stays flat whatever the input size: at most `CHANNEL_DEPTH` batches wait on
-//! each channel. If any part fails, the others stop at their next batch and the first
+//! Memory stays flat whatever the input size and the rows' width: at most
+//! `CHANNEL_DEPTH` batches (`TWO_THREAD_DEPTH` from source to sink when they are the
+//! only threads) wait on each channel, each at most 4096 rows or about 1 MiB. If any
+//! part fails, the others stop at their next batch and the first
 //! real error is reported; whatever completed stays committed and resumable.
 
 use std::sync::atomic::{AtomicBool, Ordering};
