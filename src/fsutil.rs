@@ -89,6 +89,19 @@ pub fn create_dir_all_durable(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Creates `dir` if it is missing (its parent must exist) without making its name
+/// durable: the caller fsyncs the parent before anything durable names a file in it.
+///
+/// For a directory created on a thread that must not wait on an fsync: the sink's
+/// staging area of each checkpoint, whose parent preCommit fsyncs.
+pub fn create_dir_unsynced(dir: &Path) -> Result<()> {
+    match fs::create_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot create directory {}", dir.display())),
+    }
+}
+
 /// Fsyncs every directory from `dir`'s parent up to `root` (inclusive).
 ///
 /// Survives: a directory created by an earlier process that crashed before fsyncing its
