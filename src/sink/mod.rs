@@ -4,8 +4,8 @@
 //!   `_ingest/JOB/pending/RUN/n/` (hidden, same filesystem as the table).
 //! - write: records go to one staged file per partition value, named `….inprogress` so
 //!   that no reader's glob ever matches it.
-//! - preCommit (barrier n): flush and fsync every staged file and the staging directory,
-//!   then acknowledge n with the list of staged → final paths.
+//! - preCommit (barrier n): flush and fsync every staged file, the staging directory and
+//!   its parent, then acknowledge n with the list of staged → final paths.
 //! - commit ([`publish`], run by the coordinator after `CheckpointComplete(n)` is durable,
 //!   and by recovery): rename each file into `TABLE/COL=VALUE/part-….csv` without
 //!   replacing anything, fsync every touched directory.
