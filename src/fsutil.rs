@@ -460,3 +460,35 @@ pub fn raise_open_file_limit() {
         let _ = setrlimit(Resource::Nofile, limit);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unsynced_directory_is_created_and_then_found_made() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let dir = root.path().join("000001");
+        create_dir_unsynced(&dir).expect("created");
+        assert!(dir.is_dir());
+        // The second sink of the same checkpoint finds it made.
+        create_dir_unsynced(&dir).expect("found made");
+        assert!(dir.is_dir());
+    }
+
+    #[test]
+    fn an_unsynced_directory_is_refused_over_a_file_or_without_its_parent() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let file = root.path().join("000001");
+        fs::write(&file, b"not a directory").expect("file written");
+        let err = create_dir_unsynced(&file).expect_err("a file holds the name");
+        assert!(
+            err.to_string().contains("cannot create directory"),
+            "{err:#}"
+        );
+        assert!(file.is_file());
+        let orphan = root.path().join("missing").join("000001");
+        assert!(create_dir_unsynced(&orphan).is_err());
+        assert!(!orphan.exists());
+    }
+}
