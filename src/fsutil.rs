@@ -73,12 +73,8 @@ pub fn create_dir_all_durable(dir: &Path) -> Result<()> {
             create_dir_all_durable(parent)?;
         }
     }
-    match fs::create_dir(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
-        Err(e) => {
-            return Err(e).with_context(|| format!("cannot create directory {}", dir.display()))
-        }
+    if !create_dir_unsynced(dir)? {
+        return Ok(());
     }
     // The directory exists, its name is not yet durable: a crash here leaves a directory
     // that a later process finds and must not trust (see `sync_ancestors`).
@@ -91,13 +87,14 @@ pub fn create_dir_all_durable(dir: &Path) -> Result<()> {
 
 /// Creates `dir` if it is missing (its parent must exist) without making its name
 /// durable: the caller fsyncs the parent before anything durable names a file in it.
+/// Returns whether this call created it.
 ///
 /// For a directory created on a thread that must not wait on an fsync: the sink's
 /// staging area of each checkpoint, whose parent preCommit fsyncs.
-pub fn create_dir_unsynced(dir: &Path) -> Result<()> {
+pub fn create_dir_unsynced(dir: &Path) -> Result<bool> {
     match fs::create_dir(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(false),
         Err(e) => Err(e).with_context(|| format!("cannot create directory {}", dir.display())),
     }
 }
@@ -469,10 +466,10 @@ mod tests {
     fn an_unsynced_directory_is_created_and_then_found_made() {
         let root = tempfile::tempdir().expect("temp dir");
         let dir = root.path().join("000001");
-        create_dir_unsynced(&dir).expect("created");
+        assert!(create_dir_unsynced(&dir).expect("created"));
         assert!(dir.is_dir());
         // The second sink of the same checkpoint finds it made.
-        create_dir_unsynced(&dir).expect("found made");
+        assert!(!create_dir_unsynced(&dir).expect("found made"));
         assert!(dir.is_dir());
     }
 

@@ -38,8 +38,8 @@ const CHANNEL_DEPTH: usize = 16;
 /// on a full channel 190 times per 1 GB load (`perf record -e sched:sched_switch`) while
 /// the sink was held up (a checkpoint's new files, the coordinator on its core): idle
 /// CPU fell from 0.41-0.53 s to 0.35-0.36 s with 32 (`/proc/stat`, three alternated
-/// runs of 6-8 rounds), and 64 took it to 0.17 s but the peak RSS to 80 MiB. With 32,
-/// 31-42 MiB.
+/// runs of 6-8 rounds), and 64 took it to 0.17 s but the peak RSS to 70-80 MiB. With
+/// 32: 31-42 MiB at 100 MB, 46-50 MiB at 1 GB (`bench.py --scaling`, `/usr/bin/time`).
 const TWO_THREAD_DEPTH: usize = 32;
 
 /// Routed batches waiting per sink when several sinks share the partitions. Every sink

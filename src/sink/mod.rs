@@ -392,7 +392,7 @@ impl TableSink {
             // (`perf sched timehist`).
             let runs = txn.dir.parent().unwrap_or(&txn.dir);
             fsutil::create_dir_all_durable(runs)?;
-            fsutil::create_dir_unsynced(&txn.dir)?;
+            fsutil::create_dir_unsynced(&txn.dir)?; // or found made by another sink
             if !self.ancestors_synced {
                 // Once per process: `pending/RUN` may predate a crash that skipped its fsync.
                 fsutil::sync_ancestors(&txn.dir, &self.layout.dir)?;
