@@ -22,10 +22,15 @@ pub fn sync_file(file: &File, path: &Path) -> Result<()> {
         .with_context(|| format!("cannot fsync {}", path.display()))
 }
 
-/// Starts writing a file's dirty pages before `end` to disk, without waiting and
-/// without making anything durable (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`,
-/// Linux only; elsewhere nothing). A hint, so an error is ignored: only
-/// [`sync_file`] makes a file durable, and it reports any error the write meets.
+/// [`start_writeback`]'s `end` for every page of the file, however long it is
+/// (`sync_file_range`'s length 0).
+pub const WHOLE_FILE: u64 = 0;
+
+/// Starts writing a file's dirty pages before `end` (or [`WHOLE_FILE`]) to disk,
+/// without waiting and without making anything durable (`sync_file_range` with
+/// `SYNC_FILE_RANGE_WRITE`, Linux only; elsewhere nothing). A hint, so an error is
+/// ignored: only [`sync_file`] makes a file durable, and it reports any error the write
+/// meets.
 ///
 /// The page cache otherwise holds a checkpoint's files until its fsyncs, which then
 /// write them all at once while the load waits (about 50 ms for the last checkpoint of

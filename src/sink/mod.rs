@@ -528,14 +528,28 @@ impl Flushed for PreCommitted {
     /// preCommit, second half: fsyncs every staged file and the staging directory, and
     /// returns the files as the journal records them.
     fn make_durable(self: Box<Self>) -> Result<Vec<StagedFile>> {
-        let mut out = Vec::with_capacity(self.files.len());
-        for (file, path, mut staged) in self.files {
+        let mut finished = Vec::with_capacity(self.files.len());
+        for (file, path, staged) in self.files {
             let open = match file {
                 Some(finished) => finished
                     .wait()
                     .with_context(|| format!("cannot write staged file {}", path.display()))?,
                 None => None,
             };
+            // Every open file's unwritten tail goes to the device at once, so the fsyncs
+            // below wait on writes already under way rather than start each file's in
+            // turn: the last checkpoint's 40 fsyncs took 1.05 ms each, one after the
+            // other (`strace -T`), and the time from the sink's end to exit fell from
+            // 44 to 36 ms (median of 8 alternated runs, `perf sched timehist`). Files
+            // the open-file cap closed are left to their fsync: reopening them all here
+            // would break the cap.
+            if let Some(file) = &open {
+                fsutil::start_writeback(file, fsutil::WHOLE_FILE);
+            }
+            finished.push((open, path, staged));
+        }
+        let mut out = Vec::with_capacity(finished.len());
+        for (open, path, mut staged) in finished {
             let file = match open {
                 Some(file) => file,
                 None => fsutil::open_for_sync(&path)?,
