@@ -618,9 +618,9 @@ mod tests {
                 want.extend_from_slice(&chunk);
             }
             assert_eq!(out.written(), 2_500_000);
-            // Started once 1 MiB had come (at 1,100,000 bytes), then once another had
-            // (at 2,200,000).
-            assert_eq!(out.behind, 2_200_000, "opening {opening}");
+            // Started once 512 KiB had come (at 600,000 bytes), then each time another
+            // had: at 1,200,000, 1,800,000 and 2,400,000.
+            assert_eq!(out.behind, 2_400_000, "opening {opening}");
             drop(out.into_file());
         }
         assert_eq!(std::fs::read(&path).unwrap(), want);
