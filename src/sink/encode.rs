@@ -140,9 +140,9 @@ impl Runs {
 /// start is what its fsyncs must still write and wait for, which the last checkpoint
 /// does while the load waits: from the sink's end to exit, 1 GB in 40 partitions
 /// (`perf sched timehist`, median of 8 alternated runs) took 40 ms at 1 MiB, 26 ms at
-/// 512 KiB and 23 ms at 256 KiB. The smaller step costs no CPU time that shows
-/// (`bench.py`-style rounds: 2.63 s on one core against 2.64 s at 1 MiB); 256 KiB
-/// doubles the calls again for 3 ms.
+/// 512 KiB and 23 ms at 256 KiB. The smaller step costs no CPU time that shows (6
+/// alternated rounds pinned to one core: 2.63 s of CPU against 2.64 s at 1 MiB);
+/// 256 KiB doubles the calls again for 3 ms.
 const WRITE_BEHIND: u64 = 1 << 19;
 
 /// The page size writeback starts are rounded down to, so that the page still being
