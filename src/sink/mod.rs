@@ -525,8 +525,9 @@ impl Flushed for PreCommitted {
         self.rejects
     }
 
-    /// preCommit, second half: fsyncs every staged file and the staging directory, and
-    /// returns the files as the journal records them.
+    /// preCommit, second half: fsyncs every staged file, the staging directory and its
+    /// parent (beginTransaction created the directory without an fsync), and returns the
+    /// files as the journal records them.
     fn make_durable(self: Box<Self>) -> Result<Vec<StagedFile>> {
         let mut finished = Vec::with_capacity(self.files.len());
         for (file, path, staged) in self.files {
