@@ -463,6 +463,11 @@ pub fn raise_open_file_limit() {
     }
 }
 
+/// The soft limit on open files (`None`: unlimited), after [`raise_open_file_limit`].
+pub fn open_file_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

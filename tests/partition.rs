@@ -43,9 +43,10 @@ fn two_level_partitions_nest_in_order() {
 
 #[test]
 fn more_partitions_than_open_files_allowed_still_land_exactly_once() {
-    // 600 partitions in one checkpoint exceed the sink's cap of 256 open staged files, so
-    // files are closed and reopened while writing; a crash in between changes nothing.
-    let w = Workdir::new();
+    // 600 partitions in one checkpoint exceed the 256 staged files a sink keeps open under
+    // an open-file limit of 1024, so files are closed and reopened while writing; a crash
+    // in between changes nothing.
+    let w = Workdir::new().with_open_file_limit(FEW_OPEN_FILES);
     let input = many_partitions(&w);
     assert!(crashed(&w.run_failing(
         "checkpoint.complete.after:2",
@@ -59,4 +60,25 @@ fn more_partitions_than_open_files_allowed_still_land_exactly_once() {
     );
     let dirs = std::fs::read_dir(w.path("t")).unwrap().count();
     assert_eq!(dirs, 601);
+}
+
+#[test]
+fn closing_and_reopening_staged_files_changes_no_committed_byte() {
+    // 600 partitions: all open at once under this machine's limit, 256 at a time under
+    // a limit of 1024, and 16 under a limit of 64.
+    let open = Workdir::new();
+    many_partitions(&open);
+    assert_code(&open.run(MANY_PARTITIONS_LOAD), 0);
+    let expected = crate::parallel::committed_files(&open.path("t"));
+    assert_eq!(expected.len(), 1800, "600 partitions in 3 checkpoints");
+    for limit in [FEW_OPEN_FILES, 64] {
+        let w = Workdir::new().with_open_file_limit(limit);
+        many_partitions(&w);
+        assert_code(&w.run(MANY_PARTITIONS_LOAD), 0);
+        assert_eq!(
+            crate::parallel::committed_files(&w.path("t")),
+            expected,
+            "open-file limit {limit}"
+        );
+    }
 }

@@ -14,6 +14,8 @@ pub struct Workdir {
     pub dir: tempfile::TempDir,
     /// Variables every command of this directory runs with.
     env: Vec<(String, String)>,
+    /// The open-file limit (soft and hard) every command runs under, if set.
+    open_files: Option<u64>,
 }
 
 impl Workdir {
@@ -21,7 +23,15 @@ impl Workdir {
         Workdir {
             dir: tempfile::tempdir().expect("temp dir"),
             env: Vec::new(),
+            open_files: None,
         }
+    }
+
+    /// Runs every command under an open-file limit of `n`, soft and hard, as on a system
+    /// whose limit is `n`: `ingest` cannot raise it, and keeps a quarter of it open.
+    pub fn with_open_file_limit(mut self, n: u64) -> Workdir {
+        self.open_files = Some(n);
+        self
     }
 
     /// Runs every command with `key=value` too.
@@ -60,6 +70,24 @@ impl Workdir {
         }
         cmd.current_dir(self.dir.path());
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if let Some(n) = self.open_files {
+            use std::os::unix::process::CommandExt;
+            let limit = libc::rlimit {
+                rlim_cur: n as libc::rlim_t,
+                rlim_max: n as libc::rlim_t,
+            };
+            // SAFETY: setrlimit is async-signal-safe and `limit` is a copy owned by the
+            // closure; the child runs nothing else between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
         cmd
     }
 
@@ -302,6 +330,9 @@ pub fn data_files(table: &Path) -> Vec<(PathBuf, Row)> {
 }
 
 /// A load of [`many_partitions`]'s input by `p`, in three checkpoints.
+/// An open-file limit under which one sink keeps 256 staged files open at once.
+pub const FEW_OPEN_FILES: u64 = 1024;
+
 pub const MANY_PARTITIONS_LOAD: &[&str] = &[
     "-t",
     "t",
@@ -312,8 +343,9 @@ pub const MANY_PARTITIONS_LOAD: &[&str] = &[
     "many.csv",
 ];
 
-/// A CSV of 3,000 rows over 600 partition values (column `p`), more than the sink keeps
-/// open at once, in rows that keep switching partitions.
+/// A CSV of 3,000 rows over 600 partition values (column `p`), in rows that keep
+/// switching partitions: more than a sink keeps open at once under an open-file limit of
+/// [`FEW_OPEN_FILES`].
 pub fn many_partitions(w: &Workdir) -> PathBuf {
     let mut text = String::from("id,p\n");
     for i in 0..3000 {

@@ -284,7 +284,9 @@ impl Encoder {
             Format::Jsonl => Encoder::Json(Box::new(BufWriter::with_capacity(buffer, out))),
             _ => Encoder::Csv(Box::new(CsvOut {
                 out,
-                buf: Vec::with_capacity(buffer),
+                // Spilled once a row takes it past `buffer`: room for that row (up to
+                // an eighth of it) spares every buffer a doubling.
+                buf: Vec::with_capacity(buffer + buffer / 8),
                 capacity: buffer,
             })),
         })

@@ -33,7 +33,7 @@ mod strings;
 mod transaction;
 
 pub use commit::publish;
-use transaction::{PartFile, Transaction, SMALL_WRITE_BUFFER};
+use transaction::{PartFile, Transaction};
 
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender};
@@ -54,7 +54,6 @@ use router::{Routed, Router, Work};
 
 /// Suffix of staged files: matches no reader's glob for a committed extension.
 pub const STAGED_SUFFIX: &str = ".inprogress";
-const WRITE_BUFFER: usize = 64 * 1024;
 
 /// How data files are written.
 #[derive(Debug, Clone, Copy)]
@@ -162,7 +161,16 @@ impl TableSink {
             format: output.format,
             output,
             shard: Shard::ONE,
-            txn: Transaction::new(layout, run_id, first_checkpoint),
+            txn: Transaction::new(
+                layout,
+                run_id,
+                first_checkpoint,
+                transaction::open_cap(
+                    fsutil::open_file_limit(),
+                    Shard::ONE.count,
+                    output.compression != Compression::None,
+                ),
+            ),
             runs: encode::Runs::default(),
             routes: route::Routes::default(),
             dir_name: String::new(),
@@ -175,7 +183,13 @@ impl TableSink {
     /// This sink as sink `shard.index` of `shard.count`: it writes only the rows the
     /// router gives it, and its part files' sequence numbers are its own.
     pub fn into_shard(self, shard: Shard) -> TableSink {
-        TableSink { shard, ..self }
+        let max_open = transaction::open_cap(
+            fsutil::open_file_limit(),
+            shard.count,
+            self.output.compression != Compression::None,
+        );
+        let txn = Transaction::new(&self.layout, &self.run_id, self.txn.checkpoint, max_open);
+        TableSink { shard, txn, ..self }
     }
 
     /// A router for this sink's partition columns, feeding `sinks` sinks.
@@ -405,11 +419,7 @@ impl TableSink {
             self.run_id,
             crate::table::checkpoint_dir_name(txn.checkpoint)
         );
-        let buffer = if txn.parts.len() < 64 {
-            WRITE_BUFFER
-        } else {
-            SMALL_WRITE_BUFFER
-        };
+        let buffer = transaction::write_buffer(txn.parts.len());
         let mut writer = match format {
             #[cfg(feature = "parquet")]
             Format::Parquet => Encoder::parquet(
@@ -455,7 +465,12 @@ impl TableSink {
     /// so the fsyncs overlap with parsing instead of stalling it.
     pub fn pre_commit(&mut self, barrier: Barrier) -> Result<PreCommitted> {
         failpoint::hit("sink.precommit.before");
-        let next = Transaction::new(&self.layout, &self.run_id, barrier.checkpoint + 1);
+        let next = Transaction::new(
+            &self.layout,
+            &self.run_id,
+            barrier.checkpoint + 1,
+            self.txn.max_open(),
+        );
         let txn = std::mem::replace(&mut self.txn, next);
         if txn.checkpoint != barrier.checkpoint {
             bail!(
