@@ -1,5 +1,7 @@
 //! Hostile partition values stay inside the table and read back exactly.
 
+use std::collections::BTreeMap;
+
 use crate::util::*;
 
 #[test]
@@ -81,4 +83,49 @@ fn closing_and_reopening_staged_files_changes_no_committed_byte() {
             "open-file limit {limit}"
         );
     }
+}
+
+/// How many times each staged file was opened by a load of `many.csv` (strace).
+fn staged_file_opens(w: &Workdir) -> BTreeMap<String, usize> {
+    let trace = w.path("opens.txt");
+    let out = w
+        .cmd_of("strace")
+        .args(["-f", "-s", "4096", "-e", "trace=open,openat", "-o"])
+        .arg(&trace)
+        .arg(bin())
+        .args(MANY_PARTITIONS_LOAD)
+        .output()
+        .expect("strace is installed (the CI script installs it)");
+    assert_code(&out, 0);
+    let mut opens = BTreeMap::new();
+    for line in std::fs::read_to_string(&trace).unwrap().lines() {
+        if let Some(path) = line
+            .split('"')
+            .nth(1)
+            .filter(|p| p.ends_with(".inprogress"))
+        {
+            *opens.entry(path.to_string()).or_insert(0) += 1;
+        }
+    }
+    opens
+}
+
+#[test]
+fn a_sink_keeps_a_quarter_of_the_open_file_limit_open() {
+    // Under a limit of 4096 a sink keeps 1024 staged files open: the 600 partitions of
+    // each checkpoint are written without closing any, so each file is opened once
+    // (created). Under 1024 it keeps 256, and files are closed and reopened.
+    let w = Workdir::new().with_open_file_limit(4096);
+    many_partitions(&w);
+    let opens = staged_file_opens(&w);
+    assert_eq!(opens.len(), 1800, "600 partitions in 3 checkpoints");
+    let reopened: Vec<_> = opens.iter().filter(|(_, &n)| n > 1).collect();
+    assert!(reopened.is_empty(), "reopened: {reopened:?}");
+
+    let w = Workdir::new().with_open_file_limit(FEW_OPEN_FILES);
+    many_partitions(&w);
+    let opens = staged_file_opens(&w);
+    assert_eq!(opens.len(), 1800);
+    let reopened = opens.values().filter(|&&n| n > 1).count();
+    assert!(reopened > 600, "only {reopened} files reopened");
 }

@@ -62,7 +62,12 @@ impl Workdir {
 
     /// `ingest` with no `INGEST_*` variable inherited, run in the work directory.
     pub fn cmd(&self) -> Command {
-        let mut cmd = Command::new(bin());
+        self.cmd_of(bin())
+    }
+
+    /// `program` (`ingest`, or a tracer in front of it) as [`Workdir::cmd`] runs it.
+    pub fn cmd_of(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new(program);
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("INGEST_") {
                 cmd.env_remove(key);
