@@ -22,15 +22,10 @@ pub fn sync_file(file: &File, path: &Path) -> Result<()> {
         .with_context(|| format!("cannot fsync {}", path.display()))
 }
 
-/// [`start_writeback`]'s `end` for every page of the file, however long it is
-/// (`sync_file_range`'s length 0).
-pub const WHOLE_FILE: u64 = 0;
-
-/// Starts writing a file's dirty pages before `end` (or [`WHOLE_FILE`]) to disk,
-/// without waiting and without making anything durable (`sync_file_range` with
-/// `SYNC_FILE_RANGE_WRITE`, Linux only; elsewhere nothing). A hint, so an error is
-/// ignored: only [`sync_file`] makes a file durable, and it reports any error the write
-/// meets.
+/// Starts writing a file's dirty pages before `end` to disk, without waiting and
+/// without making anything durable (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`,
+/// Linux only; elsewhere nothing). A hint, so an error is ignored: only [`sync_file`]
+/// makes a file durable, and it reports any error the write meets.
 ///
 /// The page cache otherwise holds a checkpoint's files until its fsyncs, which then
 /// write them all at once while the load waits (about 50 ms for the last checkpoint of
@@ -65,6 +60,75 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .with_context(|| format!("cannot fsync directory {}", dir.display()))
 }
 
+/// Threads [`sync_concurrently`] uses at most.
+const SYNC_THREADS: usize = 16;
+
+/// Runs `sync` (an fsync, or several) on every item, from up to 16 threads at once, and
+/// returns the results in the items' order, or the first error once every thread has
+/// stopped (an error stops the others at their next item).
+///
+/// The filesystem joins fsyncs that wait at the same time into one journal commit and
+/// one device flush (ext4's jbd2, XFS's log force, an NFS COMMIT in flight): one after
+/// the other, the 3,700 fsyncs of a checkpoint of 1,200 partitions took 0.75 s
+/// (`strace -T`). Nothing is made durable out of order: the caller waits for all of
+/// them before the step that relies on them.
+pub fn sync_concurrently<T: Sync, R: Send>(
+    items: &[T],
+    sync: impl Fn(&T) -> Result<R> + Sync,
+) -> Result<Vec<R>> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let threads = items.len().min(SYNC_THREADS);
+    if threads <= 1 {
+        return items.iter().map(&sync).collect();
+    }
+    let (next, failed) = (AtomicUsize::new(0), AtomicBool::new(false));
+    let work = || {
+        let mut done = Vec::new();
+        while !failed.load(Ordering::Relaxed) {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(item) = items.get(i) else { break };
+            match sync(item) {
+                Ok(r) => done.push((i, r)),
+                Err(e) => {
+                    failed.store(true, Ordering::Relaxed);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(done)
+    };
+    let outcomes: Vec<Result<Vec<(usize, R)>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..threads)
+            .filter_map(|_| {
+                // A thread the system refuses only means fewer at once.
+                std::thread::Builder::new()
+                    .name("ingest-fsync".into())
+                    .spawn_scoped(scope, work)
+                    .ok()
+            })
+            .collect();
+        let mut outcomes = vec![work()];
+        for handle in handles {
+            outcomes.push(
+                handle
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("an fsync thread panicked"))),
+            );
+        }
+        outcomes
+    });
+    let mut results: Vec<Option<R>> = std::iter::repeat_with(|| None).take(items.len()).collect();
+    for outcome in outcomes {
+        for (i, r) in outcome? {
+            results[i] = Some(r);
+        }
+    }
+    results
+        .into_iter()
+        .map(|r| r.ok_or_else(|| anyhow::anyhow!("an fsync was skipped")))
+        .collect()
+}
+
 /// Creates `dir` and any missing parents, fsyncing each parent that gained an entry.
 ///
 /// Survives: a power cut that would otherwise keep a staged file's data but lose the
@@ -86,6 +150,23 @@ pub fn create_dir_all_durable(dir: &Path) -> Result<()> {
     crate::failpoint::hit("mkdir.after");
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         sync_dir(parent)?;
+    }
+    Ok(())
+}
+
+/// Creates `dir` and any missing parents without making their names durable: the
+/// caller fsyncs each parent (see [`sync_concurrently`]) before anything durable names
+/// a file in them. For a commit, which makes hundreds of partition directories at once
+/// and then fsyncs every directory it touched anyway.
+pub fn create_dir_all_unsynced(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        create_dir_all_unsynced(parent)?;
+    }
+    if create_dir_unsynced(dir)? {
+        crate::failpoint::hit("mkdir.after");
     }
     Ok(())
 }
@@ -471,6 +552,63 @@ pub fn open_file_limit() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn concurrent_syncs_return_every_result_in_the_items_order() {
+        let none: [u64; 0] = [];
+        assert!(sync_concurrently(&none, |&i| Ok(i))
+            .expect("empty")
+            .is_empty());
+        assert_eq!(
+            sync_concurrently(&[7u64], |&i| Ok(i * 2)).expect("one"),
+            [14]
+        );
+        let items: Vec<u64> = (0..1000).collect();
+        let threads = std::sync::Mutex::new(std::collections::HashSet::new());
+        let doubled = sync_concurrently(&items, |&i| {
+            if let Ok(mut seen) = threads.lock() {
+                seen.insert(std::thread::current().id());
+            }
+            // Long enough for every thread to take items.
+            std::thread::sleep(std::time::Duration::from_micros(200));
+            Ok(i * 2)
+        })
+        .expect("all");
+        assert_eq!(doubled, items.iter().map(|i| i * 2).collect::<Vec<_>>());
+        let threads = threads.lock().expect("no panic").len();
+        assert!((2..=SYNC_THREADS).contains(&threads), "{threads} threads");
+    }
+
+    #[test]
+    fn a_failed_sync_fails_the_whole_and_stops_the_rest() {
+        let items: Vec<u64> = (0..10_000).collect();
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let outcome = sync_concurrently(&items, |&i| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            std::thread::sleep(std::time::Duration::from_micros(50));
+            if i == 20 {
+                anyhow::bail!("item {i} failed");
+            }
+            Ok(i)
+        });
+        let err = outcome.expect_err("one item failed");
+        assert_eq!(err.to_string(), "item 20 failed");
+        // Each thread stops at its next item: nowhere near all 10,000 were tried.
+        let calls = calls.into_inner();
+        assert!(calls < 1000, "{calls} calls");
+    }
+
+    #[test]
+    fn directories_made_unsynced_are_made_with_their_parents() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let dir = root.path().join("t/country=DE/dt=2026-11-28");
+        create_dir_all_unsynced(&dir).expect("created");
+        assert!(dir.is_dir());
+        create_dir_all_unsynced(&dir).expect("found made");
+        let file = root.path().join("t/file");
+        std::fs::write(&file, b"x").expect("file");
+        assert!(create_dir_all_unsynced(&file.join("below")).is_err());
+    }
 
     #[test]
     fn an_unsynced_directory_is_created_and_then_found_made() {

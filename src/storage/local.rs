@@ -37,7 +37,9 @@ impl TableStore for LocalTable {
                 .map(PathBuf::from)
                 .unwrap_or_else(|| layout.table.clone());
             fsutil::refuse_symlinks(&layout.table, &dest)?;
-            fsutil::create_dir_all_durable(&dir)?;
+            // Made durable with the renames below: every directory up to the table is
+            // fsynced before `Committed` is journaled.
+            fsutil::create_dir_all_unsynced(&dir)?;
             if !staged.exists() && !dest.exists() {
                 bail!(
                     "checkpoint {} is journaled as complete but its staged file {} is missing and \
@@ -75,10 +77,20 @@ impl TableStore for LocalTable {
                 ancestor = d.parent();
             }
         }
-        // Deepest first, so every entry is durable before the directory that names it.
-        for dir in dirs.iter().rev() {
-            // Survives: a power cut after `Committed(n)` that would otherwise undo the renames.
-            fsutil::sync_dir(dir)?;
+        // Deepest first, so every entry is durable before the directory that names it;
+        // the directories of one depth at once.
+        let mut by_depth: Vec<Vec<PathBuf>> = Vec::new();
+        for dir in dirs {
+            let depth = dir.components().count();
+            if by_depth.len() <= depth {
+                by_depth.resize_with(depth + 1, Vec::new);
+            }
+            by_depth[depth].push(dir);
+        }
+        for level in by_depth.iter().rev().filter(|level| !level.is_empty()) {
+            // Survives: a power cut after `Committed(n)` that would otherwise undo the
+            // renames, or the directories they went into.
+            fsutil::sync_concurrently(level, |dir| fsutil::sync_dir(dir))?;
         }
         failpoint::hit("commit.dirsync.after");
         Ok(())
