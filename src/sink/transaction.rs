@@ -65,9 +65,9 @@ const MIN_OPEN: usize = 16;
 /// durable) and the inputs, the journal and Parquet parts need the rest.
 ///
 /// A fixed cap of 256 sent a load partitioned by country and day (1,200 partitions per
-/// checkpoint, interleaved) through a close and a reopen for almost every partition of
-/// every batch: 690,000 `openat` calls and 4.67 s for 100 MB, against 0.81-0.93 s with
-/// every file open (`/usr/bin/time`, `strace -c`).
+/// checkpoint, interleaved) through a close and a reopen for most rows: 690,000
+/// `openat` calls and 4.67 s for 100 MB, against 0.81-0.93 s with every file open
+/// (`/usr/bin/time`, `strace -c`).
 pub(super) fn open_cap(limit: Option<u64>, sinks: usize, compressed: bool) -> usize {
     let most = if compressed {
         MAX_OPEN_COMPRESSED
@@ -80,6 +80,7 @@ pub(super) fn open_cap(limit: Option<u64>, sinks: usize, compressed: bool) -> us
     };
     share.clamp(MIN_OPEN, most)
 }
+
 /// The write buffer of a checkpoint's first staged files.
 const WRITE_BUFFER: usize = 64 * 1024;
 /// The write buffer of a staged file once a checkpoint has many partitions.
