@@ -247,21 +247,25 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
             handles.push(("stages", handle));
         }
         let router = table_sinks[0].router(sinks);
+        // Each sink's window of checkpoints in flight (`sink/window.rs`).
+        let (releases, mut permits): (Vec<_>, Vec<_>) =
+            (0..sinks).map(|_| sink::window::window()).unzip();
         if sinks == 1 {
             let (acks, mut router, sink) = (ack_tx.clone(), router, table_sinks.remove(0));
+            let permits = permits.remove(0);
             let handle = named("sink").spawn_scoped(scope, move || {
                 let work = rx.into_iter().map(|msg| router.route(msg));
-                sink::run(sink, work, returns, acks, nstages == 0)
+                sink::run(sink, work, returns, (acks, permits), nstages == 0)
             });
             handles.push(("sink", handle));
         } else {
             let mut outlets = Vec::with_capacity(sinks);
-            for (index, sink) in table_sinks.into_iter().enumerate() {
+            for (index, (sink, permits)) in table_sinks.into_iter().zip(permits).enumerate() {
                 let (tx, work) = sync_channel(OUTLET_DEPTH);
                 outlets.push(tx);
                 let (acks, returns) = (ack_tx.clone(), returns.clone());
                 let handle = named(&format!("sink-{index}")).spawn_scoped(scope, move || {
-                    sink::run(sink, work, returns, acks, nstages == 0)
+                    sink::run(sink, work, returns, (acks, permits), nstages == 0)
                 });
                 handles.push(("sink", handle));
             }
@@ -281,14 +285,20 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
         );
         let mut outcome = Ok(());
         for ack in ack_rx.iter() {
+            let committed = coordinator.last_committed();
             if let Err(e) = coordinator.on_ack(ack) {
                 outcome = Err(e);
                 break;
+            }
+            if coordinator.last_committed() != committed {
+                releases.iter().for_each(sink::window::Release::give);
             }
         }
         let finished = coordinator.finished();
         cancel.store(true, Ordering::Relaxed);
         drop(ack_rx);
+        // Wakes a sink waiting for a permit.
+        drop(releases);
 
         let mut errors = Vec::new();
         for (name, handle) in handles {

@@ -85,6 +85,37 @@ fn closing_and_reopening_staged_files_changes_no_committed_byte() {
     }
 }
 
+#[test]
+fn slow_fsyncs_hold_the_sink_back_instead_of_running_out_of_open_files() {
+    // Every fsync takes 5 ms longer (strace), so the coordinator makes checkpoints
+    // durable far slower than the sink writes them, and each checkpoint it has not yet
+    // committed keeps up to 32 staged files open under a limit of 128 (300 partitions
+    // per checkpoint). Unbounded, that queue ran out of descriptors by the fourth
+    // checkpoint; the sink now waits for the coordinator with two in flight.
+    let w = Workdir::new().with_open_file_limit(128);
+    let input = many_partitions(&w);
+    let out = w
+        .cmd_of("timeout")
+        .args(["-s", "KILL", "60", "strace", "-f", "-qq", "--seccomp-bpf"])
+        .args(["-e", "trace=fsync", "-e", "inject=fsync:delay_enter=5000"])
+        .args(["-o", "/dev/null"])
+        .arg(bin())
+        .args(["-t", "t", "-p", "p", "--checkpoint-rows", "300", "many.csv"])
+        .output()
+        .expect("strace is installed (the CI script installs it)");
+    assert_code(&out, 0);
+    assert!(
+        stderr(&out).contains("11 checkpoint(s)"),
+        "{}",
+        stderr(&out)
+    );
+    assert_same_rows(
+        table_rows(&w.path("t")),
+        input_rows(&[input]),
+        "600 partitions, fsyncs slowed down",
+    );
+}
+
 /// How many times each staged file was opened by a load of `many.csv` (strace).
 fn staged_file_opens(w: &Workdir) -> BTreeMap<String, usize> {
     let trace = w.path("opens.txt");

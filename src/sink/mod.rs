@@ -31,6 +31,7 @@ mod string_stats;
 #[cfg(feature = "parquet")]
 mod strings;
 mod transaction;
+pub mod window;
 
 pub use commit::publish;
 use transaction::{PartFile, Transaction};
@@ -603,12 +604,13 @@ impl Flushed for PreCommitted {
 /// share the partitions, or routed on this thread as it is read when there is one.
 /// `stageless`: the pipeline has no stage, so the stage-snapshot fail points are reached
 /// here (by the first sink), where the (empty) stage state of each checkpoint is
-/// complete; crash tests can then use every point on every pipeline.
+/// complete; crash tests can then use every point on every pipeline. `permits`: each
+/// preCommit waits for one, so that few checkpoints' files stay open (`window.rs`).
 pub fn run(
     mut sink: TableSink,
     input: impl IntoIterator<Item = Work>,
     returns: Returns,
-    acks: Sender<Ack>,
+    (acks, permits): (Sender<Ack>, window::Permits),
     stageless: bool,
 ) -> Result<()> {
     let outcome = (|| {
@@ -622,6 +624,7 @@ pub fn run(
                     }
                 }
                 Work::Barrier(barrier) => {
+                    permits.take()?;
                     if stageless && sink.shard.is_first() {
                         failpoint::hit("stage.snapshot.before");
                         failpoint::hit("stage.snapshot.after");
