@@ -345,54 +345,9 @@ impl Encoder {
         runs: &Runs,
     ) -> Result<()> {
         match self {
-            // Nulls are written as empty fields: CSV has no other spelling for them.
             Encoder::Csv(w) => {
-                let fields = layout.cols.len();
                 for &row in rows {
-                    let quoted = batch.needs_quotes(row).filter(|_| runs.masked);
-                    for (i, &piece) in runs.pieces.iter().enumerate() {
-                        if i > 0 {
-                            w.buf.push(DELIMITER);
-                        }
-                        match (piece, quoted) {
-                            (Piece::Stored(first, last), Some(quoted)) => {
-                                let span = (u64::MAX >> (63 - last)) & (u64::MAX << first);
-                                if quoted & span == 0 {
-                                    w.buf.extend_from_slice(batch.stored_span(row, first, last));
-                                    continue;
-                                }
-                                for field in first..=last {
-                                    if field > first {
-                                        w.buf.push(DELIMITER);
-                                    }
-                                    let bytes = batch.stored_span(row, field, field);
-                                    if quoted & (1 << field) == 0 {
-                                        w.buf.extend_from_slice(bytes);
-                                    } else {
-                                        push_quoted(&mut w.buf, bytes);
-                                    }
-                                }
-                            }
-                            (Piece::Stored(first, last), None) => {
-                                for field in first..=last {
-                                    if field > first {
-                                        w.buf.push(DELIMITER);
-                                    }
-                                    let bytes = batch.stored_span(row, field, field);
-                                    push_field(&mut w.buf, bytes, fields);
-                                }
-                            }
-                            (Piece::Added { col, plain }, _) => {
-                                let bytes = batch.field(row, col);
-                                if plain && fields > 1 {
-                                    w.buf.extend_from_slice(bytes);
-                                } else {
-                                    push_field(&mut w.buf, bytes, fields);
-                                }
-                            }
-                        }
-                    }
-                    w.buf.push(b'\n');
+                    push_csv_row(&mut w.buf, layout, batch, row, runs);
                     w.spill()?;
                 }
             }
@@ -403,6 +358,26 @@ impl Encoder {
             }
             #[cfg(feature = "parquet")]
             Encoder::Parquet(p) => p.write_rows(layout, batch, rows)?,
+        }
+        Ok(())
+    }
+
+    /// Writes rows already encoded as CSV lines (a closed file's rows kept in memory,
+    /// see `transaction.rs`): copied into the buffer, which is written out first if they
+    /// would make it grow; copied no more when they fill it on their own.
+    pub fn write_encoded(&mut self, bytes: &[u8]) -> Result<()> {
+        let Encoder::Csv(w) = self else {
+            anyhow::bail!("only CSV rows are kept encoded");
+        };
+        if w.buf.len() + bytes.len() > w.buf.capacity() && !w.buf.is_empty() {
+            w.out.write_all(&w.buf)?;
+            w.buf.clear();
+        }
+        if bytes.len() >= w.capacity {
+            w.out.write_all(bytes)?;
+        } else {
+            w.buf.extend_from_slice(bytes);
+            w.spill()?;
         }
         Ok(())
     }
@@ -456,6 +431,64 @@ const DELIMITER: u8 = b',';
 fn needs_quotes(bytes: &[u8]) -> bool {
     memchr::memchr3(DELIMITER, b'"', b'\n', bytes).is_some()
         || memchr::memchr(b'\r', bytes).is_some()
+}
+
+/// Appends row `row` of `batch` as a CSV line of `layout`'s columns; `runs` are the
+/// layout's columns in `batch` (see [`Runs`]). Nulls are written as empty fields: CSV
+/// has no other spelling for them. Hot path: no allocation.
+#[inline]
+pub fn push_csv_row(
+    buf: &mut Vec<u8>,
+    layout: &Layout,
+    batch: &RecordBatch,
+    row: usize,
+    runs: &Runs,
+) {
+    let fields = layout.cols.len();
+    let quoted = batch.needs_quotes(row).filter(|_| runs.masked);
+    for (i, &piece) in runs.pieces.iter().enumerate() {
+        if i > 0 {
+            buf.push(DELIMITER);
+        }
+        match (piece, quoted) {
+            (Piece::Stored(first, last), Some(quoted)) => {
+                let span = (u64::MAX >> (63 - last)) & (u64::MAX << first);
+                if quoted & span == 0 {
+                    buf.extend_from_slice(batch.stored_span(row, first, last));
+                    continue;
+                }
+                for field in first..=last {
+                    if field > first {
+                        buf.push(DELIMITER);
+                    }
+                    let bytes = batch.stored_span(row, field, field);
+                    if quoted & (1 << field) == 0 {
+                        buf.extend_from_slice(bytes);
+                    } else {
+                        push_quoted(buf, bytes);
+                    }
+                }
+            }
+            (Piece::Stored(first, last), None) => {
+                for field in first..=last {
+                    if field > first {
+                        buf.push(DELIMITER);
+                    }
+                    let bytes = batch.stored_span(row, field, field);
+                    push_field(buf, bytes, fields);
+                }
+            }
+            (Piece::Added { col, plain }, _) => {
+                let bytes = batch.field(row, col);
+                if plain && fields > 1 {
+                    buf.extend_from_slice(bytes);
+                } else {
+                    push_field(buf, bytes, fields);
+                }
+            }
+        }
+    }
+    buf.push(b'\n');
 }
 
 /// Appends one field of a record of `fields` fields, quoted if it must be.

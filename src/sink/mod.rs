@@ -36,6 +36,7 @@ pub mod window;
 pub use commit::publish;
 use transaction::{PartFile, Transaction};
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender};
 
@@ -251,6 +252,23 @@ impl TableSink {
     /// opens its next part.
     fn write_rows(&mut self, batch: &RecordBatch, mut part: usize, rows: &[usize]) -> Result<()> {
         let Some(limit) = self.output.target_file_size else {
+            // A closed file takes rows in memory first (`transaction.rs`).
+            let mut rest = rows;
+            if let Some(pending) = self.txn.pending(part) {
+                let size = transaction::write_buffer(part);
+                while let Some((&row, tail)) = rest.split_first() {
+                    if pending.len() >= size {
+                        break;
+                    }
+                    encode::push_csv_row(pending, &self.layout_cols, batch, row, &self.runs);
+                    rest = tail;
+                }
+                self.txn.parts[part].rows += (rows.len() - rest.len()) as u64;
+            }
+            if rest.is_empty() {
+                return Ok(());
+            }
+            let rows = rest;
             let written =
                 self.txn
                     .writer(part)?
@@ -449,6 +467,7 @@ impl TableSink {
             compression,
             rows: 0,
             plain_bytes: 0,
+            pending: Vec::new(),
         });
         if !txn.parts[txn.parts.len() - 1]
             .writer
@@ -486,7 +505,17 @@ impl TableSink {
                 Some(writer) => Some(writer.finish().with_context(|| {
                     format!("cannot write staged file {}", part.staged.display())
                 })?),
-                None => None,
+                None => {
+                    // A closed file's last rows: written, and closed again at once so
+                    // that the files open stay under the cap.
+                    if !part.pending.is_empty() {
+                        let mut file = fsutil::open_append(&part.staged)?;
+                        file.write_all(&part.pending).with_context(|| {
+                            format!("cannot write staged file {}", part.staged.display())
+                        })?;
+                    }
+                    None
+                }
             };
             let staged = StagedFile {
                 staged: part.staged_rel,
