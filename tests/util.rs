@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 /// One row: column → value, partition columns restored from directory names.
 pub type Row = BTreeMap<String, String>;
@@ -98,16 +99,61 @@ impl Workdir {
 
     /// Runs `ingest` with `args`.
     pub fn run(&self, args: &[&str]) -> Output {
-        self.cmd().args(args).output().expect("run ingest")
+        output_within(self.cmd().args(args))
     }
 
     /// Runs `ingest` with a fail point armed.
     pub fn run_failing(&self, point: &str, args: &[&str]) -> Output {
-        self.cmd()
-            .env("INGEST_FAIL_POINT", point)
-            .args(args)
-            .output()
-            .expect("run ingest")
+        output_within(self.cmd().env("INGEST_FAIL_POINT", point).args(args))
+    }
+}
+
+/// Reads a child's pipe to its end on a thread of its own.
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut pipe) = pipe {
+            pipe.read_to_end(&mut bytes)
+                .expect("read the child's output");
+        }
+        bytes
+    })
+}
+
+/// Longest a single `ingest` run in a test may take: none takes a tenth of it, so a
+/// run still going is hung (say, a sink waiting for a permit never given back).
+const RUN_LIMIT: Duration = Duration::from_secs(300);
+
+/// Runs `cmd` to its end like `Command::output`, but kills it and fails the test if it
+/// runs past [`RUN_LIMIT`]: a deadlock fails the test instead of hanging the suite.
+pub fn output_within(cmd: &mut Command) -> Output {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run ingest");
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let pid = child.id() as libc::pid_t;
+    let (done, ended) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let _ = done.send(child.wait());
+    });
+    let status = match ended.recv_timeout(RUN_LIMIT) {
+        Ok(status) => status.expect("wait for ingest"),
+        Err(_) => {
+            // SAFETY: kill(2) on the child's pid, which the waiter has not reaped yet.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = waiter.join();
+            panic!("{cmd:?} still ran after {RUN_LIMIT:?}: killed as hung");
+        }
+    };
+    Output {
+        status,
+        stdout: stdout.join().expect("the stdout reader"),
+        stderr: stderr.join().expect("the stderr reader"),
     }
 }
 
