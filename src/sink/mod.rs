@@ -98,6 +98,12 @@ impl Shard {
     }
 }
 
+/// Staged files `shard` may keep open at once under this process's open-file limit.
+fn open_cap(output: Output, shard: Shard) -> usize {
+    let compressed = output.compression != Compression::None;
+    transaction::open_cap(fsutil::open_file_limit(), shard.count, compressed)
+}
+
 /// Writes records into per-checkpoint transactions of part files.
 pub struct TableSink {
     layout: JobLayout,
@@ -167,11 +173,7 @@ impl TableSink {
                 layout,
                 run_id,
                 first_checkpoint,
-                transaction::open_cap(
-                    fsutil::open_file_limit(),
-                    Shard::ONE.count,
-                    output.compression != Compression::None,
-                ),
+                open_cap(output, Shard::ONE),
             ),
             runs: encode::Runs::default(),
             routes: route::Routes::default(),
@@ -185,11 +187,7 @@ impl TableSink {
     /// This sink as sink `shard.index` of `shard.count`: it writes only the rows the
     /// router gives it, and its part files' sequence numbers are its own.
     pub fn into_shard(self, shard: Shard) -> TableSink {
-        let max_open = transaction::open_cap(
-            fsutil::open_file_limit(),
-            shard.count,
-            self.output.compression != Compression::None,
-        );
+        let max_open = open_cap(self.output, shard);
         let txn = Transaction::new(&self.layout, &self.run_id, self.txn.checkpoint, max_open);
         TableSink { shard, txn, ..self }
     }
