@@ -243,9 +243,14 @@ impl Transaction {
         checkpoint: u64,
         max_open: usize,
     ) -> Transaction {
+        Transaction::in_dir(layout.pending_txn(run_id, checkpoint), checkpoint, max_open)
+    }
+
+    /// Checkpoint `checkpoint`'s transaction, staging its files in `dir`.
+    fn in_dir(dir: PathBuf, checkpoint: u64, max_open: usize) -> Transaction {
         Transaction {
             checkpoint,
-            dir: layout.pending_txn(run_id, checkpoint),
+            dir,
             parts: Vec::new(),
             slots: Vec::new(),
             rows: 0,
@@ -285,20 +290,9 @@ mod tests {
         assert_eq!(open_cap(Some(256), 1, true), 64);
     }
 
-    /// A transaction of `n` closed parts in `dir`, each an empty file.
+    /// A transaction of `n` closed parts in `dir`, each a file of one line.
     fn closed_parts(dir: &std::path::Path, n: usize, compression: Compression) -> Transaction {
-        let mut txn = Transaction {
-            checkpoint: 1,
-            dir: dir.to_path_buf(),
-            parts: Vec::new(),
-            slots: Vec::new(),
-            rows: 0,
-            rejects_part: None,
-            rejects: 0,
-            open: VecDeque::new(),
-            max_open: 16,
-            pending_room: PENDING_BUDGET,
-        };
+        let mut txn = Transaction::in_dir(dir.to_path_buf(), 1, 16);
         for i in 0..n {
             let staged = dir.join(format!("{i}.csv.inprogress"));
             std::fs::write(&staged, b"a\n").unwrap();
