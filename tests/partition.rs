@@ -1,6 +1,7 @@
 //! Hostile partition values stay inside the table and read back exactly.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use crate::util::*;
 
@@ -161,20 +162,26 @@ fn a_sink_keeps_a_quarter_of_the_open_file_limit_open() {
     assert!(reopened > 600, "only {reopened} files reopened");
 }
 
-#[test]
-fn a_closed_staged_file_takes_its_rows_in_memory_until_its_buffer_fills() {
-    // 12,000 rows over the 600 partitions of one checkpoint, interleaved. Under a limit
-    // of 1024 the sink keeps 256 files open; a closed one keeps its next rows in memory,
-    // so each file is opened at most three times: created, reopened at preCommit to
-    // write those rows, and reopened for its fsync. Reopened for every row instead, a
-    // file was opened about 20 times.
-    let w = Workdir::new().with_open_file_limit(FEW_OPEN_FILES);
+/// 12,000 rows over 600 partition values (column `p`), interleaved.
+fn many_rows_per_partition(w: &Workdir) -> PathBuf {
     let mut text = String::from("id,p\n");
     for i in 0..12_000 {
         text.push_str(&format!("{i},v{}\n", (i * 7919) % 600));
     }
-    let input = w.write("many.csv", text);
-    let opens = staged_file_opens(&w, &["-t", "t", "-p", "p", "many.csv"]);
+    w.write("many.csv", text)
+}
+
+#[test]
+fn a_closed_staged_file_takes_its_rows_in_memory_until_its_buffer_fills() {
+    // The 600 partitions of one checkpoint under a limit of 1024: the sink keeps 256
+    // files open, and a closed one keeps its next rows in memory, so each file is
+    // opened at most three times: created, reopened at preCommit to write those rows,
+    // and reopened for its fsync. Reopened for every row instead, a file was opened
+    // about 20 times.
+    let w = Workdir::new().with_open_file_limit(FEW_OPEN_FILES);
+    let input = many_rows_per_partition(&w);
+    let load = ["-t", "t", "-p", "p", "many.csv"];
+    let opens = staged_file_opens(&w, &load);
     assert_eq!(opens.len(), 600, "600 partitions in one checkpoint");
     let most = opens.values().max().copied().unwrap_or(0);
     assert!(most <= 3, "a staged file opened {most} times");
@@ -186,5 +193,18 @@ fn a_closed_staged_file_takes_its_rows_in_memory_until_its_buffer_fills() {
         table_rows(&w.path("t")),
         input_rows(&[input]),
         "600 partitions, 12,000 rows",
+    );
+
+    // Each file's journaled row count (what --abort reports, and a Delta table's
+    // numRecords) counts the rows it kept in memory too.
+    let w = Workdir::new().with_open_file_limit(FEW_OPEN_FILES);
+    many_rows_per_partition(&w);
+    assert!(crashed(&w.run_failing("run.finished.before", &load)));
+    let out = w.run(&["-t", "t", "--abort"]);
+    assert_code(&out, 0);
+    assert!(
+        stderr(&out).contains("removed 600 published file(s) with 12000 row(s)"),
+        "{}",
+        stderr(&out)
     );
 }
