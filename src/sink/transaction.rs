@@ -336,13 +336,15 @@ mod tests {
     #[test]
     fn closed_files_keep_rows_within_the_budget_and_only_plain_csv() {
         let dir = tempfile::tempdir().unwrap();
-        let n = PENDING_BUDGET / pending_capacity(4096) + 1;
-        let mut txn = closed_parts(dir.path(), n + 4096, Compression::None);
-        let kept = (4096..4096 + n)
+        // Past the 4,096th file each keeps up to 4 KiB and room for a row: 4,608 bytes,
+        // so the 16 MiB hold 3,640 files' rows.
+        assert_eq!(pending_capacity(4096), 4608);
+        let mut txn = closed_parts(dir.path(), 4096 + 4000, Compression::None);
+        let kept = (4096..4096 + 4000)
             .filter(|&part| txn.pending(part).is_some())
             .count();
-        assert!(kept < n, "{kept} of {n} kept rows past the budget");
-        assert!(txn.pending_room < pending_capacity(4096));
+        assert_eq!(kept, 3640);
+        assert_eq!(txn.pending_room, (16 << 20) - 3640 * 4608);
         let mut gz = closed_parts(dir.path(), 1, Compression::Gzip);
         assert!(gz.pending(0).is_none(), "a compressed file is reopened");
     }
