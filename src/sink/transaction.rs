@@ -345,6 +345,10 @@ mod tests {
             .count();
         assert_eq!(kept, 3640);
         assert_eq!(txn.pending_room, (16 << 20) - 3640 * 4608);
+        // Room for exactly one more is room.
+        txn.pending_room = 4608;
+        assert!(txn.pending(4096 + 3999).is_some());
+        assert_eq!(txn.pending_room, 0);
         let mut gz = closed_parts(dir.path(), 1, Compression::Gzip);
         assert!(gz.pending(0).is_none(), "a compressed file is reopened");
     }
