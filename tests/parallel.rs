@@ -285,6 +285,29 @@ fn crash_workdir() -> Workdir {
 }
 
 #[test]
+fn a_load_without_stages_on_two_sinks_reaches_the_stage_snapshot_fail_points() {
+    // Without stages the first sink reaches the stage-snapshot points (`sink::run`), so
+    // a crash there is tested on every pipeline, several sinks included.
+    let load: Vec<&str> = CRASH_LOAD
+        .iter()
+        .copied()
+        .filter(|&arg| arg != "--dedupe-key" && arg != "order_id")
+        .collect();
+    let expected = input_rows(&[crash_workdir().path("orders")]);
+    let points = ["stage.snapshot.before", "stage.snapshot.after"].map(String::from);
+    let crashes = crash_matrix(
+        &points,
+        &[1, 3],
+        true,
+        &load,
+        || (crash_workdir(), ()),
+        |_| {},
+        |run| assert_same_rows(table_rows(&run.w.path("t")), expected.clone(), &run.spec),
+    );
+    assert_eq!(crashes, 4, "each point at its first and third hit");
+}
+
+#[test]
 fn every_fail_point_with_four_threads_then_recover_gives_exact_rows() {
     let expected = {
         let w = crash_workdir();
