@@ -363,22 +363,17 @@ impl Encoder {
     }
 
     /// Writes rows already encoded as CSV lines (a closed file's rows kept in memory,
-    /// see `transaction.rs`): copied into the buffer, which is written out first if they
-    /// would make it grow; copied no more when they fill it on their own.
+    /// see `transaction.rs`) after whatever the buffer holds, in one write: they fill a
+    /// write buffer on their own.
     pub fn write_encoded(&mut self, bytes: &[u8]) -> Result<()> {
         let Encoder::Csv(w) = self else {
             anyhow::bail!("only CSV rows are kept encoded");
         };
-        if w.buf.len() + bytes.len() > w.buf.capacity() && !w.buf.is_empty() {
+        if !w.buf.is_empty() {
             w.out.write_all(&w.buf)?;
             w.buf.clear();
         }
-        if bytes.len() >= w.capacity {
-            w.out.write_all(bytes)?;
-        } else {
-            w.buf.extend_from_slice(bytes);
-            w.spill()?;
-        }
+        w.out.write_all(bytes)?;
         Ok(())
     }
 
