@@ -36,7 +36,6 @@ pub mod window;
 pub use commit::publish;
 use transaction::{PartFile, Transaction};
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender};
 
@@ -507,10 +506,14 @@ impl TableSink {
                     // A closed file's last rows: written, and closed again at once so
                     // that the files open stay under the cap.
                     if !part.pending.is_empty() {
-                        let mut file = fsutil::open_append(&part.staged)?;
-                        file.write_all(&part.pending).with_context(|| {
-                            format!("cannot write staged file {}", part.staged.display())
-                        })?;
+                        let file = fsutil::open_append(&part.staged)?;
+                        let mut writer = Encoder::new(part.format, part.compression, file, 0)?;
+                        writer
+                            .write_encoded(&part.pending)
+                            .and_then(|()| writer.close())
+                            .with_context(|| {
+                                format!("cannot write staged file {}", part.staged.display())
+                            })?;
                     }
                     None
                 }
