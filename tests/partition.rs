@@ -178,26 +178,10 @@ fn a_closed_staged_file_takes_its_rows_in_memory_until_its_buffer_fills() {
     // opened at most three times: created, reopened at preCommit to write those rows,
     // and reopened for its fsync. Reopened for every row instead, a file was opened
     // about 20 times.
-    let w = Workdir::new().with_open_file_limit(FEW_OPEN_FILES);
-    let input = many_rows_per_partition(&w);
-    let load = ["-t", "t", "-p", "p", "many.csv"];
-    let opens = staged_file_opens(&w, &load);
-    assert_eq!(opens.len(), 600, "600 partitions in one checkpoint");
-    let most = opens.values().max().copied().unwrap_or(0);
-    assert!(most <= 3, "a staged file opened {most} times");
-    assert!(
-        opens.values().any(|&n| n > 1),
-        "no file was closed: the cap did not bind"
-    );
-    assert_same_rows(
-        table_rows(&w.path("t")),
-        input_rows(&[input]),
-        "600 partitions, 12,000 rows",
-    );
-
     // A compressed file too: reopened for every row, it also took a new compressor
     // and a new gzip member or zstd frame per row.
-    for codec in ["gzip", "zstd"] {
+    let load = ["-t", "t", "-p", "p", "many.csv"];
+    for codec in ["none", "gzip", "zstd"] {
         let w = Workdir::new().with_open_file_limit(FEW_OPEN_FILES);
         let input = many_rows_per_partition(&w);
         let opens = staged_file_opens(&w, &[&load[..], &["--compression", codec]].concat());
