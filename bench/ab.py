@@ -7,7 +7,8 @@ Each round runs every binary twice on the bench data set of `--mb` MB (made by
 bench/bench.py or bench/gen_orders.py under --work): the plain load (`-p country`) and
 the pipeline of bench.py's `ingest-pipeline` (cast amount and ts, derive dt = date(ts),
 drop email, dedupe by order_id). Before each run the output is deleted and `sync`ed,
-untimed. Per binary it prints the median wall time and CPU time (user + system) of each
+untimed, and the inputs are read into the page cache (with --cold, the page cache is
+emptied instead; with --one-core, every run is pinned to core 0). Per binary it prints the median wall time and CPU time (user + system) of each
 mode and the median over rounds of pipeline ÷ plain in the same round.
 
 `--modes` runs other loads too, each against the plain one in the same round, to see
@@ -22,7 +23,7 @@ alternated rounds, never single timings.
 """
 import argparse, os, resource, shutil, statistics, subprocess, sys, time
 
-from bench import warm
+from bench import check_cold, drop_cache, warm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CAST = ["--cast", "amount=decimal(12,2)", "--cast", "ts=timestamp"]
@@ -41,10 +42,13 @@ MODES = {
 }
 
 
-def run(cmd, out):
+def run(cmd, out, cold):
     shutil.rmtree(out, ignore_errors=True)
     subprocess.run(["sync"], check=True)
-    warm(arg for arg in cmd[1:] if arg != out and os.path.exists(arg))
+    if cold:
+        drop_cache()
+    else:
+        warm(arg for arg in cmd[1:] if arg != out and os.path.exists(arg))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     subprocess.run(cmd, check=True)
@@ -63,7 +67,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--work", default="/tmp/ingest-bench")
     ap.add_argument("--modes", default="plain,pipeline", help=f"comma-separated, of: {', '.join(MODES)}")
+    ap.add_argument("--cold", action="store_true",
+                    help="start every run with an empty page cache (root only) instead of warm inputs")
+    ap.add_argument("--one-core", action="store_true", help="pin every run to core 0 (taskset -c 0)")
     args = ap.parse_args()
+    if args.cold:
+        check_cold(ap)
     modes = [m for m in args.modes.split(",") if m]
     unknown = [m for m in modes if m not in MODES]
     if unknown:
@@ -84,7 +93,8 @@ def main():
         for binary in args.binaries:
             for mode in modes:
                 cmd = [binary, "-q", "-t", out, "-p", "country", *MODES[mode], data]
-                results.setdefault((binary, mode), []).append(run(cmd, out))
+                pin = ["taskset", "-c", "0"] if args.one_core else []
+                results.setdefault((binary, mode), []).append(run(pin + cmd, out, args.cold))
     shutil.rmtree(out, ignore_errors=True)
     med = statistics.median
     for binary in args.binaries:

@@ -8,7 +8,8 @@ files, ~40 countries, ~30 days, quoted fields with commas, quotes and newlines),
 every tool `--reps` times, rotating the order each round so that each peer runs next to
 `ingest` (A B A B …). Before every run the previous output is deleted and `sync`ed,
 untimed: writing into freshly freed pages costs far less than into new ones, and the page
-cache must not favour whoever runs second. Inputs stay in the page cache (warm).
+cache must not favour whoever runs second. Inputs stay in the page cache (warm); with
+--cold (root only) every run starts with an empty page cache instead.
 
 It prints per tool: median wall time, input MB/s, peak RSS (/usr/bin/time), and the median
 over rounds of (tool's time / ingest's time in the same round): above 1 means `ingest` was
@@ -118,10 +119,34 @@ def warm(paths):
                     pass
 
 
+def drop_cache():
+    """Empties the page cache (root only: /proc/sys/vm/drop_caches), so that the next run
+    reads its inputs from the disk, as a load of newly landed files does. Dirty pages are
+    not dropped: the caller `sync`s first."""
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def check_cold(ap):
+    """Fails the command line at once if `--cold` cannot drop the cache."""
+    try:
+        sh(["sync"])
+        drop_cache()
+    except OSError as e:
+        ap.error(f"--cold needs root to write /proc/sys/vm/drop_caches: {e}")
+
+
+# Set by --cold: each timed run starts with an empty page cache instead of warm inputs.
+COLD = False
+
+
 def timed(cmd, out):
     shutil.rmtree(out, ignore_errors=True)
     sh(["sync"])
-    warm(arg for arg in cmd if arg.startswith(os.path.dirname(out) + os.sep) and arg != out)
+    if COLD:
+        drop_cache()
+    else:
+        warm(arg for arg in cmd if arg.startswith(os.path.dirname(out) + os.sep) and arg != out)
     stats = out + ".time"
     start = time.perf_counter()
     subprocess.run(["/usr/bin/time", "-f", "%M", "-o", stats, *cmd], check=True,
@@ -317,7 +342,14 @@ def main():
                          "for 4 files and 1 file")
     ap.add_argument("--parquet", action="store_true",
                     help="only Parquet against DuckDB's Parquet COPY, same codec, alternated")
+    ap.add_argument("--cold", action="store_true",
+                    help="start every timed run with an empty page cache (root only), "
+                         "as a load of files just landed on disk")
     args = ap.parse_args()
+    if args.cold:
+        global COLD
+        COLD = True
+        check_cold(ap)
     os.makedirs(args.work, exist_ok=True)
     setup()
     if args.parquet:
@@ -364,7 +396,7 @@ def main():
         for fmt, comp, size, rate, wall in rows:
             print(f"| {fmt} | {comp} | {size / 1e6:.1f} | {size / nbytes:.2f} | {rate:,.0f} | {wall:.2f} |")
         return
-    print(f"# ingest benchmark, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, warm page cache, "
+    print(f"# ingest benchmark, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, {'cold' if COLD else 'warm'} page cache, "
           f"median of {args.reps} rounds")
     for mb in [int(s) for s in args.sizes.split(",")]:
         nbytes, rows = bench_size(args.work, mb, args.reps)

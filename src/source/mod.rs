@@ -7,6 +7,7 @@ mod content_hash;
 pub mod discover;
 pub mod jsonl;
 mod parallel;
+mod prefetch;
 mod quoted_records;
 mod quotes;
 pub mod reader;

@@ -169,7 +169,7 @@ fn open_raw(path: &Path, etag: Option<&str>, from: u64) -> Result<Box<dyn Read +
         file.seek(SeekFrom::Start(from))
             .with_context(|| format!("cannot read input {}", path.display()))?;
     }
-    Ok(Box::new(file))
+    Ok(Box::new(super::prefetch::Prefetched::new(file, from)))
 }
 
 #[cfg(feature = "s3")]
