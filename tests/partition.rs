@@ -179,27 +179,41 @@ fn a_closed_staged_file_takes_its_rows_in_memory_until_its_buffer_fills() {
     // and reopened for its fsync. Reopened for every row instead, a file was opened
     // about 20 times.
     // A compressed file too: reopened for every row, it also took a new compressor
-    // and a new gzip member or zstd frame per row.
+    // and a new gzip member or zstd frame per row. And a JSON lines file.
     let load = ["-t", "t", "-p", "p", "many.csv"];
-    for codec in ["none", "gzip", "zstd"] {
+    for (format, codec) in [
+        ("csv", "none"),
+        ("csv", "gzip"),
+        ("csv", "zstd"),
+        ("jsonl", "none"),
+        ("jsonl", "zstd"),
+    ] {
         let w = Workdir::new().with_open_file_limit(FEW_OPEN_FILES);
         let input = many_rows_per_partition(&w);
-        let opens = staged_file_opens(&w, &[&load[..], &["--compression", codec]].concat());
+        let options = ["--format", format, "--compression", codec];
+        let opens = staged_file_opens(&w, &[&load[..], &options].concat());
         assert_eq!(
             opens.len(),
             600,
-            "{codec}: 600 partitions in one checkpoint"
+            "{format}, {codec}: 600 partitions in one checkpoint"
         );
         let most = opens.values().max().copied().unwrap_or(0);
-        assert!(most <= 3, "{codec}: a staged file opened {most} times");
+        assert!(
+            most <= 3,
+            "{format}, {codec}: a staged file opened {most} times"
+        );
         assert!(
             opens.values().any(|&n| n > 1),
-            "{codec}: no file was closed: the cap did not bind"
+            "{format}, {codec}: no file was closed: the cap did not bind"
         );
+        let table = match format {
+            "csv" => table_rows(&w.path("t")),
+            _ => table_jsonl_rows(&w.path("t")),
+        };
         assert_same_rows(
-            table_rows(&w.path("t")),
+            table,
             input_rows(&[input]),
-            &format!("{codec}: 600 partitions, 12,000 rows"),
+            &format!("{format}, {codec}: 600 partitions, 12,000 rows"),
         );
     }
 

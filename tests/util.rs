@@ -218,8 +218,8 @@ pub fn crashed(out: &Output) -> bool {
     out.status.signal().is_some()
 }
 
-/// Reads CSV rows (header first) from a file, decompressing `.gz` and `.zst`.
-pub fn read_csv(path: &Path, delimiter: u8) -> Vec<Row> {
+/// A file's bytes, decompressed if it is a `.gz` or `.zst` (every member or frame).
+pub fn read_decoded(path: &Path) -> Vec<u8> {
     let mut bytes = Vec::new();
     let file = std::fs::File::open(path).unwrap();
     if path.extension().is_some_and(|e| e == "gz") {
@@ -236,6 +236,12 @@ pub fn read_csv(path: &Path, delimiter: u8) -> Vec<Row> {
             .read_to_end(&mut bytes)
             .unwrap();
     }
+    bytes
+}
+
+/// Reads CSV rows (header first) from a file, decompressing `.gz` and `.zst`.
+pub fn read_csv(path: &Path, delimiter: u8) -> Vec<Row> {
+    let bytes = read_decoded(path);
     let mut reader = csv::ReaderBuilder::new()
         .delimiter(delimiter)
         .from_reader(bytes.as_slice());
@@ -351,6 +357,33 @@ pub fn table_rows(table: &Path) -> Vec<Row> {
             continue;
         }
         for mut row in read_csv(&file, b',') {
+            row.extend(partition.clone());
+            rows.push(row);
+        }
+    }
+    rows
+}
+
+/// Every committed row of a table of JSON lines (`*.jsonl`, maybe compressed), its
+/// values as text (a string's own text, else its JSON), partition columns restored from
+/// the path.
+pub fn table_jsonl_rows(table: &Path) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (file, partition) in data_files(table) {
+        if !file.to_string_lossy().contains(".jsonl") {
+            continue;
+        }
+        let bytes = read_decoded(&file);
+        for line in std::str::from_utf8(&bytes).unwrap().lines() {
+            let object: BTreeMap<String, serde_json::Value> =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("{file:?}: {e}: {line}"));
+            let mut row: Row = object
+                .into_iter()
+                .map(|(k, v)| match v {
+                    serde_json::Value::String(s) => (k, s),
+                    v => (k, v.to_string()),
+                })
+                .collect();
             row.extend(partition.clone());
             rows.push(row);
         }

@@ -362,18 +362,23 @@ impl Encoder {
         Ok(())
     }
 
-    /// Writes rows already encoded as CSV lines (a closed file's rows kept in memory,
+    /// Writes rows already encoded by [`push_row`] (a closed file's rows kept in memory,
     /// see `transaction.rs`) after whatever the buffer holds, in one write: they fill a
     /// write buffer on their own.
     pub fn write_encoded(&mut self, bytes: &[u8]) -> Result<()> {
-        let Encoder::Csv(w) = self else {
-            anyhow::bail!("only CSV rows are kept encoded");
-        };
-        if !w.buf.is_empty() {
-            w.out.write_all(&w.buf)?;
-            w.buf.clear();
+        match self {
+            Encoder::Csv(w) => {
+                if !w.buf.is_empty() {
+                    w.out.write_all(&w.buf)?;
+                    w.buf.clear();
+                }
+                w.out.write_all(bytes)?;
+            }
+            // A write past the buffer's capacity flushes it, then goes straight through.
+            Encoder::Json(w) => w.write_all(bytes)?,
+            #[cfg(feature = "parquet")]
+            Encoder::Parquet(_) => anyhow::bail!("Parquet rows are never kept encoded"),
         }
-        w.out.write_all(bytes)?;
         Ok(())
     }
 
@@ -542,9 +547,27 @@ impl CsvOut {
     }
 }
 
+/// Appends row `row` of `batch` to `buf` as a line of `format` (CSV or JSON lines: the
+/// text formats, whose rows a closed file can keep in memory; see `transaction.rs`).
+pub fn push_row(
+    format: Format,
+    buf: &mut Vec<u8>,
+    layout: &Layout,
+    batch: &RecordBatch,
+    row: usize,
+    runs: &Runs,
+) -> Result<()> {
+    match format {
+        Format::Csv => push_csv_row(buf, layout, batch, row, runs),
+        Format::Jsonl => write_json_row(buf, layout, batch, row)?,
+        Format::Parquet => anyhow::bail!("Parquet rows are never kept encoded"),
+    }
+    Ok(())
+}
+
 /// Writes row `row` of `batch` as one JSON object on its line.
 fn write_json_row(
-    w: &mut BufWriter<Out>,
+    w: &mut impl Write,
     layout: &Layout,
     batch: &RecordBatch,
     row: usize,

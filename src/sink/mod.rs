@@ -251,13 +251,14 @@ impl TableSink {
         let Some(limit) = self.output.target_file_size else {
             // A closed file takes rows in memory first (`transaction.rs`).
             let mut rest = rows;
+            let format = self.txn.parts[part].format;
             if let Some(pending) = self.txn.pending(part) {
                 let size = transaction::write_buffer(part);
                 while let Some((&row, tail)) = rest.split_first() {
                     if pending.len() >= size {
                         break;
                     }
-                    encode::push_csv_row(pending, &self.layout_cols, batch, row, &self.runs);
+                    encode::push_row(format, pending, &self.layout_cols, batch, row, &self.runs)?;
                     rest = tail;
                 }
                 self.txn.parts[part].rows += (rows.len() - rest.len()) as u64;

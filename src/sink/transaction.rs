@@ -3,7 +3,7 @@
 //! append). Parquet parts take no place under the cap: they open their file only while
 //! they have full batches to write (see `parquet.rs`).
 //!
-//! A closed CSV part keeps taking rows in memory ([`PartFile::pending`]), up to its
+//! A closed CSV or JSON lines part keeps taking rows in memory ([`PartFile::pending`]), up to its
 //! write buffer's size, and is reopened only to write them out. Reopened for every
 //! row instead, a checkpoint with more partitions than the cap (interleaved, as rows
 //! come) cost an `openat`, a `write` and a `close` per row: 1 GB by country and day
@@ -36,7 +36,7 @@ pub(super) struct PartFile {
     /// Bytes of the rows written, as CSV would hold them (counted only with
     /// `--target-file-size`): the size of a plain file that its write buffer still hides.
     pub(super) plain_bytes: u64,
-    /// Rows of a closed CSV file, encoded (before compression), that its file has yet
+    /// Rows of a closed CSV or JSON lines file, encoded (before compression), that its file has yet
     /// to get: written when it is reopened, or at preCommit.
     pub(super) pending: Vec<u8>,
 }
@@ -164,13 +164,14 @@ impl Transaction {
     }
 
     /// Where rows for `part` may be encoded while its file stays closed: its pending
-    /// bytes, if it is a closed CSV file and they have room (its write buffer's size,
-    /// within the transaction's budget). `None`: write through [`writer`].
+    /// bytes, if it is a closed CSV or JSON lines file and they have room (its write
+    /// buffer's size, within the transaction's budget). `None`: write through
+    /// [`writer`].
     ///
     /// [`writer`]: Transaction::writer
     pub(super) fn pending(&mut self, part: usize) -> Option<&mut Vec<u8>> {
         let file = &mut self.parts[part];
-        if file.writer.is_some() || file.format != Format::Csv {
+        if file.writer.is_some() || file.format == Format::Parquet {
             return None;
         }
         let size = write_buffer(part);
@@ -314,23 +315,28 @@ mod tests {
 
     #[test]
     fn a_closed_file_keeps_rows_in_memory_and_writes_them_first_when_reopened() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut txn = closed_parts(dir.path(), 2, Compression::None);
-        txn.pending(0).unwrap().extend_from_slice(b"1\n2\n");
-        // Full at its write buffer's size: the rows after go through the file.
-        let full = write_buffer(1);
-        txn.pending(1).unwrap().resize(full, b'x');
-        assert!(txn.pending(1).is_none());
-        txn.writer(0).unwrap().write_encoded(b"3\n").unwrap();
-        assert!(txn.pending(0).is_none(), "an open file takes rows itself");
-        assert!(txn.parts[0].pending.is_empty());
-        txn.parts[0].writer.take().unwrap().close().unwrap();
-        let text = std::fs::read(&txn.parts[0].staged).unwrap();
-        assert_eq!(
-            text, b"a\n1\n2\n3\n",
-            "the kept rows, in order, before the new"
-        );
-        assert_eq!(txn.pending_room, PENDING_BUDGET - pending_capacity(1));
+        for format in [Format::Csv, Format::Jsonl] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut txn = closed_parts(dir.path(), 2, Compression::None);
+            for part in &mut txn.parts {
+                part.format = format;
+            }
+            txn.pending(0).unwrap().extend_from_slice(b"1\n2\n");
+            // Full at its write buffer's size: the rows after go through the file.
+            let full = write_buffer(1);
+            txn.pending(1).unwrap().resize(full, b'x');
+            assert!(txn.pending(1).is_none());
+            txn.writer(0).unwrap().write_encoded(b"3\n").unwrap();
+            assert!(txn.pending(0).is_none(), "an open file takes rows itself");
+            assert!(txn.parts[0].pending.is_empty());
+            txn.parts[0].writer.take().unwrap().close().unwrap();
+            let text = std::fs::read(&txn.parts[0].staged).unwrap();
+            assert_eq!(
+                text, b"a\n1\n2\n3\n",
+                "{format:?}: the kept rows, in order, before the new"
+            );
+            assert_eq!(txn.pending_room, PENDING_BUDGET - pending_capacity(1));
+        }
     }
 
     #[test]
@@ -367,7 +373,7 @@ mod tests {
     }
 
     #[test]
-    fn closed_files_keep_rows_within_the_budget_and_only_csv() {
+    fn closed_files_keep_rows_within_the_budget_and_only_text() {
         let dir = tempfile::tempdir().unwrap();
         // Past the 4,096th file each keeps up to 4 KiB and room for a row: 4,608 bytes,
         // so the 16 MiB hold 3,640 files' rows.
@@ -382,9 +388,17 @@ mod tests {
         txn.pending_room = 4608;
         assert!(txn.pending(4096 + 3999).is_some());
         assert_eq!(txn.pending_room, 0);
-        let mut json = closed_parts(dir.path(), 1, Compression::Gzip);
-        json.parts[0].format = Format::Jsonl;
-        assert!(json.pending(0).is_none(), "a JSON lines file is reopened");
+        let mut text = closed_parts(dir.path(), 2, Compression::Gzip);
+        text.parts[0].format = Format::Jsonl;
+        assert!(
+            text.pending(0).is_some(),
+            "a JSON lines file keeps rows too"
+        );
+        text.parts[1].format = Format::Parquet;
+        assert!(
+            text.pending(1).is_none(),
+            "a Parquet part encodes its own rows"
+        );
     }
 
     #[test]
