@@ -714,6 +714,36 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), want.into_inner().unwrap());
     }
 
+    #[test]
+    fn a_run_of_columns_far_into_a_wide_record_is_quoted_where_it_must_be() {
+        // 60 columns, the 21st left out of the file: the second run of stored columns
+        // is 21..=59, and only its field 50 needs quotes. The run's bits in the quoting
+        // mask reach past the 63rd bit counted from its first column: a run is copied
+        // whole only if none of its own fields is quoted.
+        let n = 60;
+        let fields: Vec<Vec<u8>> = (0..n)
+            .map(|i| match i {
+                50 => b"a,b".to_vec(),
+                _ => format!("v{i}").into_bytes(),
+            })
+            .collect();
+        let mut b = RecordBatch::new(n);
+        b.push(fields.iter().map(Vec::as_slice), 0, 1);
+        let cols: Vec<usize> = (0..n).filter(|&c| c != 20).collect();
+        let header: Vec<String> = cols.iter().map(|i| format!("c{i}")).collect();
+        let layout = Layout::new(cols.clone(), header, &vec![ColumnType::String; cols.len()]);
+        let runs = runs(&layout, &b);
+        assert!(runs.masked, "60 fields fit the quoting mask");
+        let mut got = Vec::new();
+        push_csv_row(&mut got, &layout, &b, 0, &runs);
+        let mut want = csv::Writer::from_writer(Vec::new());
+        want.write_record(cols.iter().map(|&c| &fields[c])).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want.into_inner().unwrap())
+        );
+    }
+
     proptest! {
         /// The hand-written writer is the csv crate's default writer, byte for byte:
         /// header, stored fields, a column a stage replaced (with any text, or with
@@ -814,6 +844,54 @@ mod tests {
         );
         let parsed: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
         assert_eq!(parsed["id"], 7);
+    }
+
+    #[test]
+    fn rows_kept_encoded_follow_the_rows_the_encoder_already_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = RecordBatch::new(2);
+        for (id, note) in [(&b"1"[..], &b"a,b"[..]), (b"2", b"c")] {
+            b.push_cell(Some(id));
+            b.push_cell(Some(note));
+            b.end_row(0, 2);
+        }
+        let types = ["int", "string"].map(|t| t.parse::<ColumnType>().unwrap());
+        let layout = Layout::new(
+            vec![0, 1],
+            ["id", "note"].map(String::from).to_vec(),
+            &types,
+        );
+        let runs = runs(&layout, &b);
+        for (format, expected) in [
+            (Format::Csv, "id,note\n1,\"a,b\"\n2,c\n"),
+            (
+                Format::Jsonl,
+                "{\"id\":1,\"note\":\"a,b\"}\n{\"id\":2,\"note\":\"c\"}\n",
+            ),
+        ] {
+            let path = dir.path().join("x");
+            let mut enc = Encoder::new(
+                format,
+                Compression::None,
+                File::create(&path).unwrap(),
+                1024,
+            )
+            .unwrap();
+            enc.start(&layout.header).unwrap();
+            // Row 0 waits in the write buffer; row 1 was kept encoded, as a closed
+            // file keeps it, and must land after it.
+            enc.write_rows(&layout, &b, &[0], &runs).unwrap();
+            let mut kept = Vec::new();
+            push_row(format, &mut kept, &layout, &b, 1, &runs).unwrap();
+            enc.write_encoded(&kept).unwrap();
+            enc.close().unwrap();
+            assert_eq!(
+                std::fs::read_to_string(&path).unwrap(),
+                expected,
+                "{format:?}"
+            );
+        }
+        assert!(push_row(Format::Parquet, &mut Vec::new(), &layout, &b, 0, &runs).is_err());
     }
 
     #[test]
