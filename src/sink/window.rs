@@ -59,15 +59,18 @@ mod tests {
     use super::*;
     use std::sync::mpsc::TryRecvError;
 
+    // Never a blocking `take` where a bug would leave no permit: the tests fail
+    // instead of hanging.
+
     #[test]
     fn a_sink_waits_once_its_checkpoints_in_flight_fill_the_window() {
         let (release, permits) = window();
         for _ in 0..IN_FLIGHT {
-            permits.take().unwrap();
+            assert_eq!(permits.0.try_recv(), Ok(()));
         }
         assert_eq!(permits.0.try_recv(), Err(TryRecvError::Empty));
         release.give();
-        permits.take().unwrap();
+        assert_eq!(permits.0.try_recv(), Ok(()), "a commit gives a permit back");
         assert_eq!(permits.0.try_recv(), Err(TryRecvError::Empty));
     }
 
@@ -75,11 +78,14 @@ mod tests {
     fn a_waiting_sink_wakes_with_an_error_when_the_coordinator_stops() {
         let (release, permits) = window();
         for _ in 0..IN_FLIGHT {
-            permits.take().unwrap();
+            assert_eq!(permits.0.try_recv(), Ok(()));
         }
-        let waiter = std::thread::spawn(move || permits.take());
+        let (woke, wakes) = std::sync::mpsc::channel();
+        std::thread::spawn(move || woke.send(permits.take().map_err(|e| e.to_string())));
         drop(release);
-        let woke = waiter.join().unwrap();
-        assert_eq!(woke.unwrap_err().to_string(), "the coordinator stopped");
+        let woke = wakes
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the waiting sink woke");
+        assert_eq!(woke, Err("the coordinator stopped".to_string()));
     }
 }

@@ -103,6 +103,7 @@ mod tests {
                 break;
             }
             read.extend_from_slice(&buf[..n]);
+            assert!(read.len() <= bytes.len(), "read past the end");
             assert!(prefetched.hinted >= prefetched.pos);
         }
         assert_eq!(read, bytes[from as usize..]);
