@@ -40,12 +40,20 @@ impl Prefetched {
     /// Asks for the bytes up to `AHEAD` past the position once the position has come
     /// within `AHEAD - STEP` of the end of what was asked for before.
     fn hint(&mut self) {
+        if let Some((offset, len)) = self.next_hint() {
+            will_need(&self.file, offset, len);
+        }
+    }
+
+    /// The offset and length of the bytes [`hint`](Prefetched::hint) asks for now, if
+    /// any, marked as asked for.
+    fn next_hint(&mut self) -> Option<(u64, u64)> {
         let end = self.pos.saturating_add(AHEAD);
         if end < self.hinted.saturating_add(STEP) {
-            return;
+            return None;
         }
-        will_need(&self.file, self.hinted, end - self.hinted);
-        self.hinted = end;
+        let start = std::mem::replace(&mut self.hinted, end);
+        Some((start, end - start))
     }
 }
 
@@ -116,14 +124,14 @@ mod tests {
         let path = dir.path().join("in.csv");
         std::fs::write(&path, b"a\n").expect("write");
         let mut prefetched = Prefetched::new(File::open(&path).expect("open"), 0);
-        prefetched.hint();
+        assert_eq!(prefetched.next_hint(), Some((0, AHEAD)));
         assert_eq!(prefetched.hinted, AHEAD);
         // Within a step of the last hint: nothing new is asked for.
         prefetched.pos = STEP - 1;
-        prefetched.hint();
+        assert_eq!(prefetched.next_hint(), None);
         assert_eq!(prefetched.hinted, AHEAD);
         prefetched.pos = STEP;
-        prefetched.hint();
+        assert_eq!(prefetched.next_hint(), Some((AHEAD, STEP)));
         assert_eq!(prefetched.hinted, STEP + AHEAD);
     }
 }
