@@ -3,9 +3,9 @@
 //! append). Parquet parts take no place under the cap: they open their file only while
 //! they have full batches to write (see `parquet.rs`).
 //!
-//! A closed CSV or JSON lines part keeps taking rows in memory ([`PartFile::pending`]), up to its
-//! write buffer's size, and is reopened only to write them out. Reopened for every
-//! row instead, a checkpoint with more partitions than the cap (interleaved, as rows
+//! A closed CSV or JSON lines part keeps taking rows in memory
+//! ([`PartFile::pending`]), up to its write buffer's size, and is reopened only to
+//! write them out. Reopened for every row instead, a checkpoint with more partitions than the cap (interleaved, as rows
 //! come) cost an `openat`, a `write` and a `close` per row: 1 GB by country and day
 //! under an open-file limit of 2,000 (cap 500, 1,200 partitions) took 37 s, against
 //! 7 s with every file open. A compressed part paid more: a new compressor, and a new
@@ -36,8 +36,8 @@ pub(super) struct PartFile {
     /// Bytes of the rows written, as CSV would hold them (counted only with
     /// `--target-file-size`): the size of a plain file that its write buffer still hides.
     pub(super) plain_bytes: u64,
-    /// Rows of a closed CSV or JSON lines file, encoded (before compression), that its file has yet
-    /// to get: written when it is reopened, or at preCommit.
+    /// Rows of a closed CSV or JSON lines file, encoded (before compression), that its
+    /// file has yet to get: written when it is reopened, or at preCommit.
     pub(super) pending: Vec<u8>,
 }
 
