@@ -15,6 +15,7 @@
 //! reach the sink are the serial parser's, in its order.
 
 use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::sync::mpsc::SyncSender;
@@ -28,6 +29,10 @@ use crate::batch::{RecordBatch, BATCH_ROWS};
 /// Bytes per chunk: enough to amortise a hand-over, few enough that a chunk in flight
 /// per worker (and its parsed batches) keeps memory flat.
 const CHUNK_BYTES: u64 = 1 << 20;
+
+/// Bytes read past a chunk's nominal end at first, looking for the line feed that ends
+/// its last line; doubled up to 64 KiB while none is found.
+const TAIL_STEP: usize = 4 << 10;
 
 /// Bytes per chunk: `CHUNK_BYTES`, or `INGEST_CHUNK_BYTES` when set (for tests: small
 /// chunks put chunk boundaries all over small inputs).
@@ -90,15 +95,6 @@ pub fn proves(end_before: u64, start: u64, bytes: &ChunkBytes) -> bool {
             .range(end_before..start)
             .iter()
             .all(|&b| b == b'\n' || b == b'\r')
-}
-
-/// A view of the bytes from stream position `from` on, for the chunk's reader.
-struct Tail(ChunkBytes, usize);
-
-impl AsRef<[u8]> for Tail {
-    fn as_ref(&self) -> &[u8] {
-        &self.0.bytes[self.1..]
-    }
 }
 
 /// What a worker reports of a chunk, in order: `Begin`, then `Batch`es, then `End`;
@@ -167,8 +163,7 @@ fn parse_chunk(
     let start = if job.proven {
         job.nominal.start
     } else {
-        // The first line feed at or after the byte before the chunk.
-        memchr::memchr(b'\n', &bytes.bytes).map_or(bytes.end(), |i| bytes.at + i as u64 + 1)
+        bytes.at + guess_start(&bytes.bytes, job.delimiter, job.header_len) as u64
     };
     send(
         job,
@@ -183,7 +178,7 @@ fn parse_chunk(
     }
     let whole_rest = bytes.end() == job.size;
     let from = (start - bytes.at) as usize;
-    let mut reader = InputReader::over_chunk(&job.path, Tail(bytes, from), start, job.delimiter)?;
+    let mut reader = InputReader::over_chunk(&job.path, bytes.bytes, from, start, job.delimiter);
     let identity = job.mapping.iter().enumerate().all(|(i, &m)| i == m);
     let mut batch = spare();
     let mut ends = Vec::with_capacity(BATCH_ROWS);
@@ -232,6 +227,107 @@ fn parse_chunk(
     )
 }
 
+/// Line feeds tried as a chunk's first boundary before falling back to the first one.
+const GUESSES: usize = 32;
+
+/// Records that must follow a line feed for it to be taken as a boundary.
+const RECORDS_TO_FIT: usize = 2;
+
+/// Where the chunk's first record probably starts in `bytes`, which begin with the byte
+/// before the chunk (see [`guess`]); the end of `bytes` if no line feed is in them.
+fn guess_start(bytes: &[u8], delimiter: u8, fields: usize) -> usize {
+    guess(bytes, delimiter, fields, true).unwrap_or(bytes.len())
+}
+
+/// Just after the first of the first [`GUESSES`] line feeds of `bytes` that is followed
+/// by records that fit the header ([`records_fit`]); else just after the first line
+/// feed, as a parser would guess. Only a guess, proven or redone when the chunks are put
+/// in order; but a line feed inside a quoted field (an address, a note) made the first
+/// one wrong for a fifth of the chunks of the benchmark's orders, each then parsed
+/// again on the source thread. `None` when `bytes` stop before the guess is known and
+/// are not `complete` (the input goes on); the chunk before reads on to the same guess
+/// this way, so that it ends where the next one starts.
+fn guess(bytes: &[u8], delimiter: u8, fields: usize, complete: bool) -> Option<usize> {
+    let mut first = None;
+    let mut seen = 0;
+    for at in memchr::memchr_iter(b'\n', bytes)
+        .map(|i| i + 1)
+        .take(GUESSES)
+    {
+        first.get_or_insert(at);
+        seen += 1;
+        match records_fit(&bytes[at..], delimiter, fields) {
+            Fit::Yes => return Some(at),
+            Fit::No => {}
+            Fit::Short if complete => {}
+            Fit::Short => return None,
+        }
+    }
+    if seen < GUESSES && !complete {
+        return None;
+    }
+    first
+}
+
+/// Whether bytes begin with records that fit the header.
+#[derive(Debug, PartialEq, Eq)]
+enum Fit {
+    /// [`RECORDS_TO_FIT`] records of the header's number of fields, in strict CSV (after
+    /// any blank lines), each ended by a line end.
+    Yes,
+    No,
+    /// The bytes end before that is known.
+    Short,
+}
+
+fn records_fit(bytes: &[u8], delimiter: u8, fields: usize) -> Fit {
+    let line_end = |b: u8| b == b'\n' || b == b'\r';
+    let mut i = bytes.iter().take_while(|&&b| line_end(b)).count();
+    for _ in 0..RECORDS_TO_FIT {
+        let mut n = 1;
+        loop {
+            if bytes.get(i) == Some(&b'"') {
+                // A quoted field: on to its closing quote ("" is an escaped quote).
+                i += 1;
+                loop {
+                    let Some(q) = memchr::memchr(b'"', &bytes[i..]) else {
+                        return Fit::Short;
+                    };
+                    i += q + 1;
+                    if bytes.get(i) != Some(&b'"') {
+                        break;
+                    }
+                    i += 1;
+                }
+            } else {
+                while let Some(&b) = bytes.get(i) {
+                    if b == delimiter || line_end(b) {
+                        break;
+                    }
+                    if b == b'"' {
+                        return Fit::No;
+                    }
+                    i += 1;
+                }
+            }
+            match bytes.get(i) {
+                Some(&b) if b == delimiter => {
+                    n += 1;
+                    i += 1;
+                }
+                Some(&b) if line_end(b) => break,
+                Some(_) => return Fit::No,
+                None => return Fit::Short,
+            }
+        }
+        if n != fields {
+            return Fit::No;
+        }
+        i += bytes[i..].iter().take_while(|&&b| line_end(b)).count();
+    }
+    Fit::Yes
+}
+
 /// Reads the chunk's bytes: from the byte before it (to see whether a line feed ends
 /// there) through its nominal end, and on to the first line feed at or after its last
 /// byte, where the next chunk's guess starts; or to the end of the input.
@@ -251,24 +347,44 @@ fn read_chunk(job: &ChunkJob, open: &mut OpenInput) -> Result<ChunkBytes> {
         job.nominal.start - 1
     };
     let end = job.nominal.end.min(job.size);
-    let mut bytes = vec![0; (end - at) as usize];
-    read_exact_at(file, &mut bytes, at, job)?;
-    // Then on to the line feed that ends the chunk's last line.
-    let mut scanned = bytes.len().saturating_sub(1);
+    let len = (end - at) as usize;
+    // Read into fresh capacity: zeroing a buffer first (`vec![0; len]`) cost a pass over
+    // every byte of the input.
+    let mut bytes = Vec::with_capacity(len + TAIL_STEP);
+    let mut reading = file;
+    reading
+        .seek(SeekFrom::Start(at))
+        .and_then(|_| reading.take(len as u64).read_to_end(&mut bytes))
+        .with_context(|| format!("cannot read input {}", job.path))?;
+    if bytes.len() < len {
+        bail!(changed_shorter(job));
+    }
+    // Then on to where the next chunk will guess that its first record starts (its
+    // bytes begin with this chunk's last byte), a little at a time: it is usually a few
+    // rows away.
+    let from = bytes.len().saturating_sub(1);
     let mut pos = end;
-    while pos < job.size {
-        if let Some(i) = memchr::memchr(b'\n', &bytes[scanned..]) {
-            bytes.truncate(scanned + i + 1);
-            return Ok(ChunkBytes {
-                bytes: Arc::new(bytes),
-                at,
-            });
+    let mut step = TAIL_STEP;
+    loop {
+        let complete = pos >= job.size;
+        if let Some(i) = guess(&bytes[from..], job.delimiter, job.header_len, complete) {
+            if from + i < bytes.len() {
+                bytes.truncate(from + i);
+                return Ok(ChunkBytes {
+                    bytes: Arc::new(bytes),
+                    at,
+                });
+            }
         }
-        scanned = bytes.len();
-        let more = (64 << 10).min(job.size - pos) as usize;
-        bytes.resize(scanned + more, 0);
-        read_exact_at(file, &mut bytes[scanned..], pos, job)?;
+        if complete {
+            break;
+        }
+        let read = bytes.len();
+        let more = (step as u64).min(job.size - pos) as usize;
+        bytes.resize(read + more, 0);
+        read_exact_at(file, &mut bytes[read..], pos, job)?;
         pos += more as u64;
+        step = (step * 2).min(64 << 10);
     }
     // The input must end here, as it did when the run began.
     let mut probe = [0u8; 1];
@@ -296,16 +412,19 @@ fn read_at(file: &File, buf: &mut [u8], at: u64, job: &ChunkJob) -> Result<usize
     }
 }
 
+fn changed_shorter(job: &ChunkJob) -> String {
+    format!(
+        "input {} changed while it was being read (it is now shorter than the {} bytes it \
+         had when the run began)",
+        job.path, job.size
+    )
+}
+
 fn read_exact_at(file: &File, mut buf: &mut [u8], mut at: u64, job: &ChunkJob) -> Result<()> {
     while !buf.is_empty() {
         let n = read_at(file, buf, at, job)?;
         if n == 0 {
-            bail!(
-                "input {} changed while it was being read (it is now shorter than the {} bytes \
-                 it had when the run began)",
-                job.path,
-                job.size
-            );
+            bail!(changed_shorter(job));
         }
         buf = &mut buf[n..];
         at += n as u64;
@@ -332,9 +451,17 @@ mod tests {
 
     /// The records as the chunks give them, put in order the way the source thread
     /// does: a worker's rows where its start is proven and it needs no redo, the rest
-    /// of the chunk parsed serially from where the one before ended.
-    fn read_in_chunks(path: &std::path::Path, size: u64, header_end: u64, chunk: u64) -> Records {
+    /// of the chunk parsed serially from where the one before ended; and how many
+    /// chunks were parsed again that way.
+    fn read_in_chunks(
+        path: &std::path::Path,
+        size: u64,
+        header_end: u64,
+        chunk: u64,
+        fields: usize,
+    ) -> (Records, usize) {
         let mut records = Records::new();
+        let mut redone = 0;
         let mut at = header_end;
         let mut from = header_end;
         let mut open = OpenInput::default();
@@ -348,11 +475,11 @@ mod tests {
                 nominal: from..end,
                 proven: from == header_end,
                 delimiter: b',',
-                mapping: Arc::new(vec![0, 1]),
-                header_len: 2,
+                mapping: Arc::new((0..fields).collect()),
+                header_len: fields,
                 reply,
             };
-            parse(&job, &mut open, || RecordBatch::new(2));
+            parse(&job, &mut open, || RecordBatch::new(fields));
             drop(job);
             let mut redo = true;
             for piece in pieces.iter() {
@@ -365,7 +492,8 @@ mod tests {
                     }
                     Piece::Batch { batch, ends } => {
                         for (row, end) in ends.into_iter().enumerate() {
-                            let fields = (0..2).map(|c| batch.field(row, c).to_vec()).collect();
+                            let fields = (0..fields).map(|c| batch.field(row, c).to_vec());
+                            let fields = fields.collect();
                             records.push((fields, end));
                             at = end;
                         }
@@ -379,6 +507,7 @@ mod tests {
                 }
             }
             if redo {
+                redone += 1;
                 let input = Fingerprint {
                     path: path.to_str().unwrap().to_string(),
                     size,
@@ -395,7 +524,7 @@ mod tests {
             from = end;
         }
         assert_eq!(at, size, "the chunks end where the input does");
-        records
+        (records, redone)
     }
 
     /// Two-column CSV built from pieces that put quotes, line ends (LF, CRLF, CR) and
@@ -421,6 +550,74 @@ mod tests {
             }
             bytes
         })
+    }
+
+    #[test]
+    fn the_guess_passes_line_feeds_inside_quoted_fields() {
+        let guess = |bytes: &[u8]| guess_start(bytes, b',', 3);
+        // The byte before the chunk ends a line: the guess is right after it.
+        assert_eq!(guess(b"\n1,2,3\n4,5,6\n"), 1);
+        // Inside a quoted field holding line feeds: the records after its close.
+        let text = b"x\nb\nc\",3\n4,\"q\"\"\n\",6\r\n7,8,9\n";
+        assert_eq!(guess(text), 9);
+        // After two lines that do not fit, a blank line, then records that do.
+        assert_eq!(guess(b"a\nb\n\n1,2,3\n4,5,6\n"), 4);
+        // Records that fit but run out of bytes are no proof: the first line feed.
+        assert_eq!(guess(b"\"\n1,2,3\n4,5"), 2);
+        assert_eq!(guess(b"ab\n1,2\n3\n"), 3);
+        // No line feed: nothing of the chunk starts a record.
+        assert_eq!(guess(b"abc"), 3);
+    }
+
+    #[test]
+    fn a_guess_waits_for_the_bytes_that_decide_it() {
+        let text = b"x\nb\nc\",3\n4,\"q\"\"\n\",6\r\n7,8,9\n";
+        // Cut anywhere before the second fitting record ends, the input going on: more
+        // bytes are needed; then the same guess as with every byte.
+        for cut in 0..text.len() {
+            let guessed = guess(&text[..cut], b',', 3, false);
+            assert!(
+                guessed.is_none() || guessed == Some(9),
+                "cut at {cut}: {guessed:?}"
+            );
+        }
+        assert_eq!(guess(text, b',', 3, false), Some(9));
+        // Every line feed tried and none fits: the first, however many bytes follow.
+        let mut lines = b"x".to_vec();
+        lines.extend(b"\na,b".repeat(GUESSES));
+        lines.push(b'\n');
+        assert_eq!(guess(&lines, b',', 3, false), Some(2));
+        assert_eq!(guess(&lines[..20], b',', 3, false), None);
+        assert_eq!(guess(&lines[..20], b',', 3, true), Some(2));
+        assert_eq!(records_fit(b"1,\"2\n\",3\n", b',', 3), Fit::Short);
+        assert_eq!(records_fit(b"1,2\"x,3\n", b',', 3), Fit::No);
+        assert_eq!(records_fit(b"1,\"2\"x,3\n", b',', 3), Fit::No);
+    }
+
+    #[test]
+    fn line_feeds_in_quoted_fields_send_no_chunk_back_to_the_source_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.csv");
+        let mut text = b"id,note,n\n".to_vec();
+        for i in 0..400 {
+            let note = match i % 3 {
+                0 => "\"line one\nline two\"",
+                1 => "\"comma, quote \"\" and\r\nnewline\"",
+                _ => "plain",
+            };
+            text.extend_from_slice(format!("{i},{note},{}\n", i * 7).as_bytes());
+        }
+        std::fs::write(&path, &text).unwrap();
+        let mut serial = Records::new();
+        let mut reader = InputReader::open(&path, b',').unwrap();
+        assert!(reader.read_header_record().unwrap());
+        let header_end = reader.offset();
+        read_serially(&mut reader, None, &mut serial);
+        for chunk in [97, 256, 1000, 4096] {
+            let (chunked, redone) = read_in_chunks(&path, text.len() as u64, header_end, chunk, 3);
+            assert_eq!(chunked, serial, "chunks of {chunk} bytes");
+            assert_eq!(redone, 0, "chunks of {chunk} bytes parsed again");
+        }
     }
 
     #[test]
@@ -458,7 +655,7 @@ mod tests {
             assert!(reader.read_header_record().unwrap());
             let header_end = reader.offset();
             read_serially(&mut reader, None, &mut serial);
-            let chunked = read_in_chunks(&path, bytes.len() as u64, header_end, chunk);
+            let (chunked, _) = read_in_chunks(&path, bytes.len() as u64, header_end, chunk, 2);
             prop_assert_eq!(chunked, serial);
         }
     }

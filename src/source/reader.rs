@@ -37,6 +37,27 @@ use crate::protocol::Fingerprint;
 const CHUNK: usize = 256 * 1024;
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// The bytes a reader parses: its own buffer, refilled from its input, or a chunk of the
+/// input read whole by a source worker and shared with the thread that hashes it, parsed
+/// where it lies (`over_chunk`).
+enum Buffer {
+    Owned(Vec<u8>),
+    /// The chunk's bytes from index `.1` on.
+    Shared(Arc<Vec<u8>>, usize),
+}
+
+impl std::ops::Deref for Buffer {
+    type Target = [u8];
+
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            Buffer::Owned(bytes) => bytes,
+            Buffer::Shared(bytes, from) => bytes.get(*from..).unwrap_or_default(),
+        }
+    }
+}
+
 /// A positioned, hashing CSV reader over one input.
 pub struct InputReader {
     name: String,
@@ -44,7 +65,7 @@ pub struct InputReader {
     /// The ETag the input was opened under, for a ranged reopen at a resume.
     etag: Option<String>,
     raw: Arc<AtomicU64>,
-    buf: Vec<u8>,
+    buf: Buffer,
     start: usize,
     end: usize,
     eof: bool,
@@ -337,26 +358,29 @@ impl InputReader {
         Ok(reader)
     }
 
-    /// A CSV reader over `bytes`, which lie at stream position `at` of the input `name`
-    /// and begin at a record boundary: a chunk of a large input, parsed on its own. Lines
-    /// count from 1 at its first byte; nothing is hashed.
+    /// A CSV reader over `bytes[from..]`, which lie at stream position `at` of the input
+    /// `name` and begin at a record boundary: a chunk of a large input, parsed on its own
+    /// where it lies (no copy). Lines count from 1 at its first byte; nothing is hashed.
     pub fn over_chunk(
         name: &str,
-        bytes: impl AsRef<[u8]> + Send + 'static,
+        bytes: Arc<Vec<u8>>,
+        from: usize,
         at: u64,
         delimiter: u8,
-    ) -> Result<InputReader> {
-        let mut reader = InputReader::open_with_inner(
+    ) -> InputReader {
+        let mut reader = InputReader::with_buffer(
             name,
-            Box::new(std::io::Cursor::new(bytes)),
+            Box::new(std::io::empty()),
             None,
             delimiter,
+            Buffer::Shared(bytes, from),
         );
         reader.offset = at;
         reader.hashing = false;
         reader.jsonl = None;
-        reader.fill()?;
-        Ok(reader)
+        let n = reader.buf.len();
+        reader.took(n);
+        reader
     }
 
     /// Opens a CSV input to go on reading at `offset` (a record boundary after its
@@ -388,12 +412,23 @@ impl InputReader {
         etag: Option<&str>,
         delimiter: u8,
     ) -> InputReader {
+        let buf = Buffer::Owned(vec![0; CHUNK]);
+        InputReader::with_buffer(name, inner, etag, delimiter, buf)
+    }
+
+    fn with_buffer(
+        name: &str,
+        inner: Box<dyn Read + Send>,
+        etag: Option<&str>,
+        delimiter: u8,
+        buf: Buffer,
+    ) -> InputReader {
         InputReader {
             name: name.to_string(),
             inner,
             etag: etag.map(str::to_string),
             raw: Arc::default(),
-            buf: vec![0; CHUNK],
+            buf,
             start: 0,
             end: 0,
             eof: false,
@@ -461,19 +496,37 @@ impl InputReader {
     fn fill(&mut self) -> Result<()> {
         if self.start == self.end && !self.eof {
             self.hash_consumed();
-            let n = read_some(&mut self.inner, &mut self.buf, Path::new(&self.name))?;
-            self.start = 0;
-            self.hashed = 0;
-            self.end = n;
-            self.eof = n == 0;
-            self.next_quote = memchr::memchr(b'"', &self.buf[..n]).unwrap_or(n);
-            if self.splits_fast() {
-                self.specials.index(&self.buf[..n]);
-            }
-            // The buffer was empty, so `offset` is the stream position of its first byte.
-            self.utf8.check(&self.buf[..n], self.offset);
+            let n = match &mut self.buf {
+                Buffer::Owned(buf) => {
+                    if buf.is_empty() {
+                        buf.resize(CHUNK, 0);
+                    }
+                    read_some(&mut self.inner, buf, Path::new(&self.name))?
+                }
+                // A chunk is read whole: its stream ends with it.
+                Buffer::Shared(..) => {
+                    self.buf = Buffer::Owned(Vec::new());
+                    0
+                }
+            };
+            self.took(n);
         }
         Ok(())
+    }
+
+    /// Takes the first `n` bytes of the buffer, all new, as the bytes to parse next; 0:
+    /// the stream ended.
+    fn took(&mut self, n: usize) {
+        self.start = 0;
+        self.hashed = 0;
+        self.end = n;
+        self.eof = n == 0;
+        self.next_quote = memchr::memchr(b'"', &self.buf[..n]).unwrap_or(n);
+        if self.splits_fast() {
+            self.specials.index(&self.buf[..n]);
+        }
+        // The buffer was empty, so `offset` is the stream position of its first byte.
+        self.utf8.check(&self.buf[..n], self.offset);
     }
 
     /// Reads the input again from byte `from` (a block boundary; 0 for the first byte)
@@ -1239,7 +1292,7 @@ mod tests {
         ) {
             let cursor = Box::new(std::io::Cursor::new(text.clone()));
             let mut r = InputReader::open_with_inner("t.csv", cursor, None, delimiter);
-            r.buf = vec![0; chunk];
+            r.buf = Buffer::Owned(vec![0; chunk]);
             let mut ours = Vec::new();
             while r.read_record().unwrap() {
                 let fields: Vec<Vec<u8>> = r.fields().map(<[u8]>::to_vec).collect();
