@@ -202,6 +202,23 @@ impl Write for Counted {
     }
 }
 
+/// A zstd stream at level 3 with a 128 KiB window and 32 Ki-entry match tables, not the
+/// level's 2 MiB window and 128/64 Ki-entry tables. A load writes to one open encoder per
+/// partition, and each new frame (a file, or a closed file reopened) zeroes its tables:
+/// 100 MB by country (40 partitions) took 1.19 s and 171 MB peak RSS with the level's
+/// own sizes, 0.60 s and 73 MB with these (3 alternated rounds), for a table 1.2%
+/// larger (2.1% unpartitioned, 0.71 -> 0.59 s); by country and dt (1,200 partitions,
+/// 256 open), CSV 6.5 -> 4.9 s and 375 -> 166 MB, JSON lines 6.1 -> 5.0 s and 254 ->
+/// 215 MB, the same sizes. gzip's window is 32 KiB.
+fn zstd_encoder(out: Counted) -> std::io::Result<zstd::stream::write::Encoder<'static, Counted>> {
+    use zstd::stream::raw::CParameter;
+    let mut encoder = zstd::stream::write::Encoder::new(out, 3)?;
+    encoder.window_log(17)?;
+    encoder.set_parameter(CParameter::HashLog(15))?;
+    encoder.set_parameter(CParameter::ChainLog(15))?;
+    Ok(encoder)
+}
+
 /// The byte stream of a staged file: plain or compressed. Reopening a closed file for
 /// appending starts a new gzip member or zstd frame; readers decode concatenations.
 pub enum Out {
@@ -219,7 +236,7 @@ impl Out {
                 counted,
                 flate2::Compression::default(),
             )),
-            Compression::Zstd => Out::Zstd(zstd::stream::write::Encoder::new(counted, 3)?),
+            Compression::Zstd => Out::Zstd(zstd_encoder(counted)?),
             Compression::Snappy => anyhow::bail!("snappy compresses Parquet files only"),
         })
     }
