@@ -380,7 +380,7 @@ fn read_chunk(job: &ChunkJob, open: &mut OpenInput) -> Result<ChunkBytes> {
             break;
         }
         let read = bytes.len();
-        let more = (step as u64).min(job.size - pos) as usize;
+        let more = (step as u64).min(job.size - pos).max(1) as usize;
         bytes.resize(read + more, 0);
         read_exact_at(file, &mut bytes[read..], pos, job)?;
         pos += more as u64;
@@ -582,6 +582,11 @@ mod tests {
             );
         }
         assert_eq!(guess(text, b',', 3, false), Some(9));
+        // A quoted field still open where the bytes end may yet close: no later feed
+        // is taken before it is known, unless the input ends there.
+        let open = b"x\n1,\"a\n2,3,4\n5,6,7\n";
+        assert_eq!(guess(open, b',', 3, false), None);
+        assert_eq!(guess(open, b',', 3, true), Some(7));
         // Every line feed tried and none fits: the first, however many bytes follow.
         let mut lines = b"x".to_vec();
         lines.extend(b"\na,b".repeat(GUESSES));
@@ -592,6 +597,8 @@ mod tests {
         assert_eq!(records_fit(b"1,\"2\n\",3\n", b',', 3), Fit::Short);
         assert_eq!(records_fit(b"1,2\"x,3\n", b',', 3), Fit::No);
         assert_eq!(records_fit(b"1,\"2\"x,3\n", b',', 3), Fit::No);
+        assert_eq!(records_fit(b"1,2,\"3\"4,5,6\n7,8,9\n", b',', 3), Fit::No);
+        assert_eq!(records_fit(b"\r\n1,2,\"3\"\n4,5,6\n", b',', 3), Fit::Yes);
     }
 
     #[test]
@@ -617,6 +624,78 @@ mod tests {
             let (chunked, redone) = read_in_chunks(&path, text.len() as u64, header_end, chunk, 3);
             assert_eq!(chunked, serial, "chunks of {chunk} bytes");
             assert_eq!(redone, 0, "chunks of {chunk} bytes parsed again");
+        }
+    }
+
+    fn job(path: &std::path::Path, size: u64, nominal: Range<u64>, fields: usize) -> ChunkJob {
+        ChunkJob {
+            input: 0,
+            path: Arc::from(path.to_str().unwrap()),
+            size,
+            proven: false,
+            nominal,
+            delimiter: b',',
+            mapping: Arc::new((0..fields).collect()),
+            header_len: fields,
+            reply: sync_channel(1).0,
+        }
+    }
+
+    #[test]
+    fn a_chunk_reads_on_to_where_the_next_one_will_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("long.csv");
+        // Notes with line feeds, one of them 100 KiB long: the tail of the chunk it
+        // straddles is read in several steps.
+        let mut text = b"id,note,n\n".to_vec();
+        for i in 0..300 {
+            let note = match i % 4 {
+                0 => "\"a\nb\"".to_string(),
+                1 if i == 101 => format!("\"{}\"", "long\nline, ".repeat(9000)),
+                _ => "plain".to_string(),
+            };
+            text.extend_from_slice(format!("{i},{note},{i}\n").as_bytes());
+        }
+        std::fs::write(&path, &text).unwrap();
+        let size = text.len() as u64;
+        let mut open = OpenInput::default();
+        for chunk in [300, 5000, 40_000] {
+            let mut from = 10;
+            while from + chunk < size {
+                let end = from + chunk;
+                let read = read_chunk(&job(&path, size, from..end, 3), &mut open).unwrap();
+                let next = read_chunk(&job(&path, size, end..size, 3), &mut open).unwrap();
+                let start = next.at + guess_start(&next.bytes, b',', 3) as u64;
+                assert_eq!(read.end(), start, "the chunk at {from}..{end}");
+                assert_eq!(
+                    read.range(read.at..read.end()),
+                    &text[read.at as usize..start as usize]
+                );
+                from = end;
+            }
+        }
+    }
+
+    #[test]
+    fn an_input_that_shrank_or_grew_since_the_run_began_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("in.csv");
+        std::fs::write(&path, b"k,v\n1,2\n3,4\n").unwrap();
+        let mut open = OpenInput::default();
+        // (size when the run began, the chunk, what the error says)
+        let cases: [(u64, Range<u64>, &str); 4] = [
+            (40, 5..20, "now shorter than the 40 bytes"),
+            // The last chunk: no tail to read would notice.
+            (40, 5..40, "now shorter than the 40 bytes"),
+            (10, 5..10, "grew past the 10 bytes"),
+            // The chunk ends with a line end where the input then ended.
+            (8, 5..8, "grew past the 8 bytes"),
+        ];
+        for (size, nominal, says) in cases {
+            let Err(err) = read_chunk(&job(&path, size, nominal.clone(), 2), &mut open) else {
+                panic!("{size} bytes, {nominal:?}: read");
+            };
+            assert!(err.to_string().contains(says), "{err}");
         }
     }
 
