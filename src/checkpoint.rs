@@ -12,9 +12,17 @@
 //! 2. All acks in: append `CheckpointComplete(n)` (position, snapshot refs, staged → final
 //!    paths with sizes) and fsync it. *Crash before the fsync*: as in 1 (a torn record is
 //!    ignored). *Crash after*: checkpoint n is decided; recovery publishes it.
-//! 3. Publish: rename each staged file to its final name without replacing anything, then
-//!    fsync every touched directory. *Crash midway*: recovery publishes again; a file
-//!    already at its destination with the journaled size counts as done.
+//! 3. Publish: create every destination directory and fsync, all at once, every
+//!    directory above one (up to the table), so that each destination's own name is
+//!    durable; only then rename each staged file to its final name without replacing
+//!    anything, and fsync the destination directories. *Crash midway*: recovery publishes
+//!    again; a file already at its destination with the journaled size counts as done.
+//!    *Why the directories first*: the fsync of a destination makes the rename durable
+//!    (the staged name is gone for good); had the destination's own name in its parent
+//!    not been durable by then, a power cut would keep the rename and lose the directory,
+//!    and the file with it: in neither place, and the checkpoint lost. The rule, for
+//!    every writer (publish, the overwrite exchange, staging, the manifest, keys,
+//!    snapshots): **a directory's name is durable before anything durable is put in it.**
 //! 4. Append `Committed(n)`. *Crash before it*: recovery repeats step 3, harmlessly.
 //! 5. After the final checkpoint: `RunFinished`, then the manifest absorbs the run's
 //!    inputs. *Crash between*: the journal still holds the run; the next start folds it.

@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 /// Every point, in protocol order; `--list-fail-points` prints these.
 pub const POINTS: &[&str] = &[
     "mkdir.after",
+    "mkdir.synced.after",
     "run.started.after",
     "journal.write.after",
     "source.barrier",

@@ -154,11 +154,48 @@ pub fn create_dir_all_durable(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Creates `dir` and any missing parents without making their names durable: the
-/// caller fsyncs each parent (see [`sync_concurrently`]) before anything durable names
-/// a file in them. For a commit, which makes hundreds of partition directories at once
-/// and then fsyncs every directory it touched anyway.
-pub fn create_dir_all_unsynced(dir: &Path) -> Result<()> {
+/// Creates every directory of `dirs` (and their missing parents) below `root`, then
+/// fsyncs, all at once, every directory that names one of them: each strict ancestor of
+/// each, up to and including `root`. When it returns, every directory of `dirs` can be
+/// reached from `root` after a power cut; `root`'s own name is the caller's (made
+/// durable when the run began).
+///
+/// Survives: a power cut after a file is renamed into a new directory and that directory
+/// is fsynced. The rename is then durable (the staged name is gone), and if the new
+/// directory's own name in its parent were not, the file would be in neither place
+/// (DESIGN.md: a new directory is durable in its parent before anything is renamed into
+/// it). The directories are fsynced together, not top down or bottom up, since none of
+/// these fsyncs needs another to come first: only the rename must wait for them all. A
+/// directory that already exists is fsynced too: an earlier process may have made it and
+/// crashed before fsyncing its parent, and nothing here can tell.
+pub fn create_dirs_durable<'a>(
+    dirs: impl IntoIterator<Item = &'a Path>,
+    root: &Path,
+) -> Result<()> {
+    let mut parents = std::collections::BTreeSet::new();
+    for dir in dirs {
+        if !dir.starts_with(root) {
+            anyhow::bail!("{} is not inside {}", dir.display(), root.display());
+        }
+        create_dir_all_unsynced(dir)?;
+        let mut ancestor = dir.parent();
+        while let Some(a) = ancestor.filter(|a| a.starts_with(root)) {
+            if !parents.insert(a.to_path_buf()) {
+                break;
+            }
+            ancestor = a.parent();
+        }
+    }
+    let parents: Vec<_> = parents.into_iter().collect();
+    sync_concurrently(&parents, |dir| sync_dir(dir))?;
+    crate::failpoint::hit("mkdir.synced.after");
+    Ok(())
+}
+
+/// Creates `dir` and any missing parents without making their names durable; for
+/// [`create_dirs_durable`], which fsyncs their parents before anything names a file in
+/// them.
+fn create_dir_all_unsynced(dir: &Path) -> Result<()> {
     if dir.is_dir() {
         return Ok(());
     }

@@ -6,6 +6,7 @@ mod util;
 mod abort;
 mod contract;
 mod crash;
+mod crash_states;
 mod csv_edges;
 mod dedupe_scope;
 #[cfg(feature = "delta")]
@@ -13,6 +14,7 @@ mod delta;
 mod duplicates;
 mod durability;
 mod errors;
+mod explorer;
 mod formats;
 mod jobs;
 mod json_input;

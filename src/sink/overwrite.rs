@@ -44,13 +44,22 @@ pub fn replace_partitions(layout: &JobLayout, journal: &mut Journal, log: &RunLo
         }
     };
     failpoint::hit("overwrite.exchange.before");
+    // Every live partition's parent, durable in the table before a partition is renamed
+    // into it (a parent made by an earlier, crashed attempt may not be).
+    let mut live_parents = BTreeSet::new();
+    for swap in &swaps {
+        let live = layout.in_table(&swap.partition);
+        fsutil::refuse_symlinks(&layout.table, &live)?;
+        live_parents.insert(parent(&live)?.to_path_buf());
+    }
+    fsutil::create_dirs_durable(live_parents.iter().map(|p| p.as_path()), &layout.table)?;
     for (i, swap) in swaps.iter().enumerate() {
         let live = layout.in_table(&swap.partition);
         let shadow = shadow_root.join(&swap.partition);
         swap_in(&layout.table, &live, &shadow, swap.inode)?;
-        // The live parent and, for a nested partition, every directory above it up to
-        // the table: a parent made by an earlier, crashed attempt may not be durable.
-        fsutil::sync_ancestors(&live, &layout.table)?;
+        // Survives: a power cut after `Exchanged` that would undo the swap; both names
+        // changed.
+        fsutil::sync_dir(parent(&live)?)?;
         fsutil::sync_dir(parent(&shadow)?)?;
         if i == 0 {
             // One partition swapped, the others (if any) not yet.
@@ -71,8 +80,8 @@ fn assemble(layout: &JobLayout, log: &RunLog, shadow_root: &Path) -> Result<Vec<
             .filter(|f| !f.is_rejects())
             .map(move |f| (c, f))
     });
-    let mid = files.clone().count().div_ceil(2);
-    for (i, (checkpoint, file)) in files.enumerate() {
+    let mut moves = Vec::new();
+    for (checkpoint, file) in files {
         let Some((partition, _)) = file.dest.rsplit_once('/') else {
             bail!(
                 "{} is not in a partition; overwrite-partitions needs --partition-by",
@@ -80,7 +89,6 @@ fn assemble(layout: &JobLayout, log: &RunLog, shadow_root: &Path) -> Result<Vec<
             );
         };
         let shadow = shadow_root.join(&file.dest);
-        fsutil::create_dir_all_durable(parent(&shadow)?)?;
         let staged = layout.dir.join(&file.staged);
         if !staged.exists() && !shadow.exists() {
             bail!(
@@ -90,27 +98,22 @@ fn assemble(layout: &JobLayout, log: &RunLog, shadow_root: &Path) -> Result<Vec<
                 staged.display()
             );
         }
-        fsutil::rename_noreplace(&staged, &shadow)?;
         partitions.insert(partition.to_string());
+        moves.push((staged, shadow));
+    }
+    // Each shadow partition, its name durable up to the job's directory, before a file is
+    // renamed into it (a directory made by an earlier, crashed attempt may not be).
+    let shadows: Vec<_> = partitions.iter().map(|p| shadow_root.join(p)).collect();
+    fsutil::create_dirs_durable(shadows.iter().map(|p| p.as_path()), &layout.dir)?;
+    let mid = moves.len().div_ceil(2);
+    for (i, (staged, shadow)) in moves.iter().enumerate() {
+        fsutil::rename_noreplace(staged, shadow)?;
         if i + 1 == mid {
             failpoint::hit("overwrite.assemble.mid");
         }
     }
-    // Each shadow partition and its parents up to the job's directory, deepest first (a
-    // directory made by an earlier, crashed attempt may never have been fsynced).
-    let mut dirs = BTreeSet::new();
-    for partition in &partitions {
-        let mut dir = Some(shadow_root.join(partition));
-        while let Some(d) = dir.filter(|d| d.starts_with(&layout.dir)) {
-            dir = d.parent().map(Path::to_path_buf);
-            if !dirs.insert(d) {
-                break;
-            }
-        }
-    }
-    for dir in dirs.iter().rev() {
-        fsutil::sync_dir(dir)?;
-    }
+    // Survives: a power cut after `Exchange` that would undo the renames into them.
+    fsutil::sync_concurrently(&shadows, |dir| fsutil::sync_dir(dir))?;
     let mut swaps = Vec::with_capacity(partitions.len());
     for partition in partitions {
         let dir = shadow_root.join(&partition);
@@ -138,8 +141,7 @@ fn swap_in(table: &Path, live: &Path, shadow: &Path, new_inode: u64) -> Result<(
     if live.is_dir() {
         fsutil::exchange(shadow, live)
     } else {
-        let dir = parent(live)?;
-        fsutil::create_dir_all_durable(dir)?;
+        // Its parent is durable: `replace_partitions` made it so before the first swap.
         fsutil::rename_dir_noreplace(shadow, live)
     }
 }

@@ -1,6 +1,7 @@
 //! A table in a directory: the filesystem as a [`TableStore`]. Staged files are made
-//! durable where they are (the sink fsyncs them); publish renames them into their
-//! partitions without replacing anything and fsyncs every directory it touched; abort
+//! durable where they are (the sink fsyncs them); publish makes every partition
+//! directory durable in its parent, renames the files into them without replacing
+//! anything, then fsyncs the partitions (`checkpoint.rs`, step 3); abort
 //! removes them again, directories included, just as durably.
 
 use std::collections::BTreeSet;
@@ -27,19 +28,12 @@ impl TableStore for LocalTable {
     }
 
     fn publish(&self, layout: &JobLayout, checkpoint: u64, files: &[&StagedFile]) -> Result<()> {
+        let mut moves = Vec::with_capacity(files.len());
         let mut dirs = BTreeSet::new();
-        let mid = files.len().div_ceil(2);
-        for (i, file) in files.iter().enumerate() {
+        for file in files {
             let staged = layout.dir.join(&file.staged);
             let dest = layout.in_table(&file.dest);
-            let dir = dest
-                .parent()
-                .map(PathBuf::from)
-                .unwrap_or_else(|| layout.table.clone());
             fsutil::refuse_symlinks(&layout.table, &dest)?;
-            // Made durable with the renames below: every directory up to the table is
-            // fsynced before `Committed` is journaled.
-            fsutil::create_dir_all_unsynced(&dir)?;
             if !staged.exists() && !dest.exists() {
                 bail!(
                     "checkpoint {} is journaled as complete but its staged file {} is missing and \
@@ -49,16 +43,29 @@ impl TableStore for LocalTable {
                     dest.display()
                 );
             }
-            fsutil::rename_noreplace(&staged, &dest)?;
-            let size = std::fs::metadata(&dest)
+            let dir = dest
+                .parent()
+                .map(PathBuf::from)
+                .unwrap_or_else(|| layout.table.clone());
+            dirs.insert(dir);
+            moves.push((staged, dest, file.size));
+        }
+        // Every partition directory, with its name durable in its parent, before anything
+        // is renamed into it: a rename made durable by the fsync of a partition whose own
+        // name is not would leave the file in neither place.
+        fsutil::create_dirs_durable(dirs.iter().map(PathBuf::as_path), &layout.table)?;
+        let mid = moves.len().div_ceil(2);
+        for (i, (staged, dest, journaled)) in moves.iter().enumerate() {
+            fsutil::rename_noreplace(staged, dest)?;
+            let size = std::fs::metadata(dest)
                 .with_context(|| format!("cannot stat {}", dest.display()))?
                 .len();
-            if size != file.size {
+            if size != *journaled {
                 bail!(
                     "{} has {size} bytes but checkpoint {} journaled {}; it was not written by this run",
                     dest.display(),
                     checkpoint,
-                    file.size
+                    journaled
                 );
             }
             failpoint::hit("commit.rename.after");
@@ -67,31 +74,11 @@ impl TableStore for LocalTable {
                 // not yet fsynced and the commit not journaled).
                 failpoint::hit("commit.mid");
             }
-            // The partition directory and its parents up to the table: a directory made by
-            // an earlier, crashed attempt may never have been fsynced into its parent.
-            let mut ancestor = Some(dir.as_path());
-            while let Some(d) = ancestor.filter(|d| d.starts_with(&layout.table)) {
-                if !dirs.insert(d.to_path_buf()) {
-                    break;
-                }
-                ancestor = d.parent();
-            }
         }
-        // Deepest first, so every entry is durable before the directory that names it;
-        // the directories of one depth at once.
-        let mut by_depth: Vec<Vec<PathBuf>> = Vec::new();
-        for dir in dirs {
-            let depth = dir.components().count();
-            if by_depth.len() <= depth {
-                by_depth.resize_with(depth + 1, Vec::new);
-            }
-            by_depth[depth].push(dir);
-        }
-        for level in by_depth.iter().rev().filter(|level| !level.is_empty()) {
-            // Survives: a power cut after `Committed(n)` that would otherwise undo the
-            // renames, or the directories they went into.
-            fsutil::sync_concurrently(level, |dir| fsutil::sync_dir(dir))?;
-        }
+        let dirs: Vec<_> = dirs.into_iter().collect();
+        // Survives: a power cut after `Committed(n)` that would otherwise undo the renames.
+        // The directories' own names were made durable above.
+        fsutil::sync_concurrently(&dirs, |dir| fsutil::sync_dir(dir))?;
         failpoint::hit("commit.dirsync.after");
         Ok(())
     }
