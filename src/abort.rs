@@ -21,7 +21,9 @@
 //! 5. Remove the run's staging areas, snapshots and overwrite shadows (all named by the
 //!    run id under `_ingest/JOB/`).
 //! 6. If this run recorded the table's contract and no other job has a run, remove the
-//!    contract: the table is as it was before its first load.
+//!    contract: the table is as it was before its first load. If it evolved the
+//!    contract (`--evolve`) and the contract is still the one it wrote, put back the one
+//!    before (journaled in `RunStarted`).
 //! 7. Journal `Aborted`. The manifest never saw the run's inputs (it folds only finished
 //!    runs), so they count as not loaded. *Crash before*: as after step 3.
 
@@ -51,6 +53,8 @@ pub struct Plan {
     /// Checkpoints whose staging (and snapshots) would be discarded.
     pub checkpoints: u64,
     pub contract: bool,
+    /// The contract as it was before the run evolved it, to put back.
+    pub contract_before: Option<String>,
 }
 
 impl Plan {
@@ -75,6 +79,9 @@ impl Plan {
         ));
         if self.contract {
             steps.push("remove the table contract this run recorded".into());
+        }
+        if self.contract_before.is_some() {
+            steps.push("put back the table contract as it was before this run evolved it".into());
         }
         steps.push("count the run's inputs as not loaded".into());
         steps
@@ -106,6 +113,12 @@ pub fn plan(layout: &JobLayout, log: &RunLog) -> Result<Plan> {
     }
     plan.checkpoints = log.checkpoints.len() as u64;
     plan.contract = contract_is_ours(layout, log)?;
+    // A table in a bucket keeps its contract, as above.
+    plan.contract_before = log
+        .started
+        .contract_before
+        .clone()
+        .filter(|_| layout.target.is_none());
     Ok(plan)
 }
 
@@ -237,6 +250,9 @@ pub fn undo(
     if plan.contract {
         fsutil::remove_file_if_exists(&contract::path(&layout.table))?;
         fsutil::sync_parent(&contract::path(&layout.table))?;
+    }
+    if let Some(before) = &plan.contract_before {
+        contract::restore(&layout.table, &log.started.run_id, before)?;
     }
     journal.append(&Record::Aborted)?;
     failpoint::hit("abort.finished.after");

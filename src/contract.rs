@@ -129,6 +129,29 @@ struct Recorded {
     run_id: String,
 }
 
+/// Puts back the contract as it was before run `run_id` evolved it (`before`, the file's
+/// text then), if the contract is still the one that run wrote: a later evolution by
+/// another run stays. Returns whether it did.
+///
+/// Survives: a crash at any instant, as every state file (`fsutil::write_atomic`);
+/// repeating it after a crash finds the old text in place and does nothing.
+pub fn restore(table: &Path, run_id: &str, before: &str) -> Result<bool> {
+    let _lock = fsutil::lock_wait(&table.join("_ingest").join("contract.lock"))?;
+    fsutil::settle(&path(table))?;
+    match load_stored(table)? {
+        Some(stored) if stored.recorded_by.run_id == run_id => {
+            fsutil::write_atomic(&path(table), before.as_bytes())?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// The table format a table's contract records, if it has one.
+pub fn table_format(table: &Path) -> Result<Option<TableFormat>> {
+    Ok(load_stored(table)?.map(|s| s.contract.table_format))
+}
+
 /// The contract file of a table.
 pub fn path(table: &Path) -> PathBuf {
     table.join("_ingest").join("contract.json")
@@ -169,14 +192,15 @@ fn load_stored(table: &Path) -> Result<Option<Stored>> {
 }
 
 /// What [`settle`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Settled {
     /// The table had no contract: this load's is now recorded.
     Recorded,
     /// The load matches the recorded contract.
     Matches,
-    /// The load added columns (`--evolve add-columns`); the contract grew.
-    Evolved,
+    /// The load added columns (`--evolve add-columns`); the contract grew. Holds the
+    /// contract file as it was, for [`restore`].
+    Evolved(String),
 }
 
 /// Checks a load's contract against the table's, recording it if the table has none (or
@@ -245,8 +269,10 @@ pub fn settle(
     let prefix = new.len() > old.len() && new[..old.len()] == old[..];
     if old != new {
         if prefix && evolve == Evolve::AddColumns && differences.is_empty() {
+            let before = std::fs::read_to_string(path(table))
+                .with_context(|| format!("cannot read {}", path(table).display()))?;
             write(proposed)?;
-            return Ok(Settled::Evolved);
+            return Ok(Settled::Evolved(before));
         }
         if prefix {
             let added: Vec<String> = new[old.len()..]

@@ -87,6 +87,17 @@ pub struct RunStarted {
     /// began; checkpoint n commits as version base + n (`table/delta/mod.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delta_txn_base: Option<i64>,
+    /// This run evolved the table's contract (`--evolve`): the contract file as it was
+    /// before, which `--abort` (and the end of a run that committed nothing) puts back
+    /// while the contract is still the one this run wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract_before: Option<String>,
+    /// A Delta table that had no log when the run began: its fields (Delta's JSON
+    /// schema), with which the run's first commit creates the table, protocol and
+    /// metadata in the same commit as the first files, so that a run that never commits
+    /// leaves no `_delta_log/` behind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_create: Option<String>,
 }
 
 /// Everything a completed checkpoint promises, enough to commit it from the journal alone.

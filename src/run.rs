@@ -171,16 +171,32 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     let started = Instant::now();
     let common = &cfg.common;
     let mut layout = JobLayout::of(common);
+    if layout.target.is_none() {
+        refuse_other_table_format(&common.table, cfg.options.table_format)?;
+    }
     let mut made = Made::before(&layout);
     let _lock = lock_job(&mut layout, common.lock_wait)?;
     // Settled: the fold below and the plan act on them (see `fsutil::settle`).
     let mut manifest = Manifest::load_settled(&layout.manifest())?;
-    if let Some(log) = journal::replay_settled(&layout.journal())?.log {
-        if !log.finished {
+    let replay = journal::replay_settled(&layout.journal())?;
+    if let Some(log) = replay.log {
+        if !log.finished && !nothing_committed(&log) {
             return Err(interrupted_error(common, &log));
         }
-        // Normally done when the run finished; a crash in between leaves it to us.
-        fold_finished(&layout, &mut manifest, &log)?;
+        if !log.finished {
+            // Killed before its first checkpoint: nothing of it was ever visible, so it
+            // needs no `--abort` from anyone.
+            let quiet = Messages { quiet: true };
+            crate::abort::undo(&layout, &log, replay.valid_len, quiet, Instant::now())?;
+            messages.note(&format!(
+                "cleared run {} of job {:?}, which stopped before its first checkpoint (nothing \
+                 of it was loaded)",
+                log.started.run_id, common.job
+            ));
+        } else {
+            // Normally done when the run finished; a crash in between leaves it to us.
+            fold_finished(&layout, &mut manifest, &log)?;
+        }
     }
 
     let plan = plan(cfg, &manifest)?;
@@ -235,6 +251,8 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         inputs: plan.new,
         contract_recorded: false,
         delta_txn_base: None,
+        contract_before: None,
+        delta_create: None,
     };
     let schema = pipeline::validate(&layout, &run, &columns)?;
     if run.options.mode == Mode::OverwritePartitions
@@ -265,21 +283,21 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     if run.contract_recorded {
         made.contract = Some(contract::path(&common.table));
     }
-    if settled == Settled::Evolved {
+    if let Settled::Evolved(before) = settled {
         messages.note(&format!(
             "the table's contract now has the columns {}",
             schema.names().join(", ")
         ));
+        made.contract_before = Some((common.table.clone(), run.run_id.clone(), before.clone()));
+        run.contract_before = Some(before);
     }
     if run.options.table_format == TableFormat::Delta {
         // The Delta log holds the table's schema, which every Delta reader checks:
-        // created by the first load, compared by every later one, before a row is read.
-        run.delta_txn_base = Some(delta_begin(
-            &layout,
-            &schema,
-            &run.options.partition_by,
-            cfg.evolve,
-        )?);
+        // compared by every load before a row is read; a table without a log is
+        // created by the run's first commit (`table/delta/mod.rs`).
+        let (base, create) = delta_begin(&layout, &schema, &run.options.partition_by, cfg.evolve)?;
+        run.delta_txn_base = Some(base);
+        run.delta_create = create;
     }
     let mut journal = Journal::create(&layout, &run)?;
     made.keep();
@@ -317,7 +335,7 @@ fn delta_begin(
     schema: &crate::schema::Schema,
     partition_by: &[String],
     evolve: crate::contract::Evolve,
-) -> Result<i64> {
+) -> Result<(i64, Option<String>)> {
     crate::table::delta::begin(layout, schema, partition_by, evolve)
 }
 
@@ -327,7 +345,7 @@ fn delta_begin(
     _: &crate::schema::Schema,
     _: &[String],
     _: crate::contract::Evolve,
-) -> Result<i64> {
+) -> Result<(i64, Option<String>)> {
     bail!("this ingest was built without the `delta` feature")
 }
 
@@ -341,6 +359,8 @@ struct Made {
     lock: Option<std::path::PathBuf>,
     /// The contract this load recorded on a table that had none.
     contract: Option<std::path::PathBuf>,
+    /// The contract this load evolved: (table, run id, the file as it was).
+    contract_before: Option<(std::path::PathBuf, String, String)>,
     dirs: Vec<std::path::PathBuf>,
 }
 
@@ -355,6 +375,7 @@ impl Made {
         Made {
             lock: (!layout.dir.exists()).then(|| layout.lock()),
             contract: None,
+            contract_before: None,
             dirs,
         }
     }
@@ -364,6 +385,7 @@ impl Made {
         self.dirs.clear();
         self.lock = None;
         self.contract = None;
+        self.contract_before = None;
     }
 }
 
@@ -374,6 +396,9 @@ impl Drop for Made {
         }
         if let Some(contract) = &self.contract {
             let _ = std::fs::remove_file(contract);
+        }
+        if let Some((table, run, before)) = &self.contract_before {
+            let _ = contract::restore(table, run, before);
         }
         for dir in &self.dirs {
             // Fails, harmlessly, on a directory that is not empty.
@@ -426,11 +451,69 @@ pub fn stopped(err: anyhow::Error, common: &Common, layout: &JobLayout) -> anyho
         }
         .into();
     }
+    if let Ok(replay) = journal::replay(&layout.journal()) {
+        if let Some(log) = replay.log.filter(nothing_committed) {
+            // A run that failed before its first checkpoint: nothing of it is visible, and
+            // keeping it would only make the corrected command refuse to start (and the
+            // cron line's `--recover` meet the same bad row again). It goes as it exits.
+            let quiet = Messages { quiet: true };
+            return match crate::abort::undo(layout, &log, replay.valid_len, quiet, Instant::now()) {
+                Ok(_) => anyhow::anyhow!(
+                    "{err:#}\nnothing was loaded, and the run was removed: fix the cause, then run \
+                     the same command again"
+                ),
+                Err(undo) => anyhow::anyhow!(
+                    "{err:#}\nnothing was loaded, and removing the run failed too ({undo:#}): \
+                     `{}` removes it",
+                    abort_command(common)
+                ),
+            };
+        }
+    }
     anyhow::anyhow!(
         "{err:#}\nthe run stopped; {what} once the cause is fixed, or `{}` undoes it as if it \
          had never started",
         abort_command(common)
     )
+}
+
+/// Refuses, before anything is written, a load into a directory that holds a table of
+/// the other format: Hive files written into a Delta table are read by no Delta reader
+/// (and a Delta log over Hive files hides them).
+fn refuse_other_table_format(table: &std::path::Path, wanted: TableFormat) -> Result<()> {
+    let delta_log = table.join("_delta_log");
+    let has = if delta_log.is_dir() {
+        Some(TableFormat::Delta)
+    } else {
+        contract::table_format(table).ok().flatten()
+    };
+    match has {
+        Some(has) if has != wanted => {
+            let name = |f: TableFormat| match f {
+                TableFormat::Hive => "hive",
+                TableFormat::Delta => "delta",
+            };
+            Err(crate::exit::UsageError(format!(
+                "{} is a {} table; load it with --table-format {} (this load asked for {})",
+                table.display(),
+                if has == TableFormat::Delta {
+                    "Delta"
+                } else {
+                    "Hive-style"
+                },
+                name(has),
+                name(wanted)
+            ))
+            .into())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// True for an interrupted run that completed no checkpoint and is not being aborted:
+/// nothing of it was ever visible, so removing it needs nobody's word.
+fn nothing_committed(log: &RunLog) -> bool {
+    !log.finished && !log.aborting && log.checkpoints.is_empty()
 }
 
 /// Journals the end of the run, folds its inputs into the manifest, removes its state.

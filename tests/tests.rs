@@ -25,6 +25,7 @@ mod overwrite;
 mod parallel;
 mod partition;
 mod recover;
+mod run_state;
 #[cfg(feature = "s3")]
 mod s3;
 #[cfg(all(feature = "s3", feature = "delta"))]

@@ -457,6 +457,16 @@ impl Source<'_> {
                 None => None,
             };
             if let Some(reason) = bad {
+                if let Some(end) = runs_on(reader) {
+                    bail!(
+                        "{}:{}: {reason}; the record runs on to line {end}, and no parser can tell \
+                         where it really ended, so its lines are not set aside as one bad row \
+                         (even with --max-errors): fix the quoting from line {}, then load again",
+                        plan.inputs[index].path,
+                        reader.record_line(),
+                        reader.record_line()
+                    );
+                }
                 // A bad row travels with the batch as a reject: the sink fails the run or
                 // sets it aside, in the checkpoint it belongs to.
                 let record = reader.raw_record();
@@ -548,4 +558,27 @@ fn map_columns(columns: &[String], header: &[String], mapping: &mut Vec<usize>) 
         );
     }
     Ok(())
+}
+
+/// The line where the current CSV record ended, when that is past the line it began on.
+///
+/// A bad record that spans several lines (a quote left open, one closed far away, a
+/// quoted line feed in a record of the wrong width) may hold well-formed lines that a
+/// stray quote swallowed: rejecting it as one row would drop them silently, so such a
+/// record fails the run instead (`read_records`). JSON lines records are one line each.
+fn runs_on(reader: &InputReader) -> Option<u64> {
+    if reader.has_nulls() {
+        return None;
+    }
+    let lines = reader.lines();
+    // The line count includes the line feed that ends the record; at the end of the
+    // input that line feed, if any, is the last byte of the record's last field.
+    let last_field_ends_line =
+        !reader.is_empty() && reader.field(reader.len() - 1).last() == Some(&b'\n');
+    let end = if !reader.ended_by_eof() || last_field_ends_line {
+        lines.saturating_sub(1)
+    } else {
+        lines
+    };
+    (end > reader.record_line()).then_some(end)
 }

@@ -131,24 +131,28 @@ fn has_commits(dir: &std::path::Path) -> Result<bool> {
     Ok(false)
 }
 
-/// Opens the table's log, or creates the table with `fields` partitioned by
-/// `partition_by` (version 0, settled) when it has none. Of two processes creating it at
-/// once, one wins and the other opens what the winner made.
-pub fn open_or_create(
+/// Creates the table with `fields` partitioned by `partition_by`, holding `adds` and
+/// `txn { app, version }` in that same first commit (version 0, settled): a run's first
+/// checkpoint, so that a table nobody committed to has no log. `None` when another
+/// writer created the table first: the caller checks it and commits on top.
+pub fn create_with(
     layout: &JobLayout,
     fields: &[StructField],
     partition_by: &[String],
-) -> Result<Log> {
-    if let Some(log) = try_open(layout)? {
-        return Ok(log);
-    }
+    adds: Vec<Add>,
+    (app, version): (&str, i64),
+) -> Result<Option<u64>> {
     let (url, dir) = location(layout)?;
     let name = layout.table_name();
+    let properties =
+        CommitProperties::default().with_application_transaction(Transaction::new(app, version));
     let created = runtime()?.block_on(
         CreateBuilder::new()
             .with_location(url.as_str())
             .with_columns(fields.iter().cloned())
             .with_partition_columns(partition_by.iter().cloned())
+            .with_actions(adds.into_iter().map(Action::Add))
+            .with_commit_properties(properties)
             .with_save_mode(SaveMode::ErrorIfExists)
             .into_future(),
     );
@@ -156,11 +160,10 @@ pub fn open_or_create(
         Ok(table) => {
             let log = Log { table, dir, name };
             log.settle_version(0)?;
-            Ok(log)
+            Ok(Some(0))
         }
-        // Another process created it first: what it made is checked like any table.
         Err(e) => match try_open(layout)? {
-            Some(log) => Ok(log),
+            Some(_) => Ok(None),
             None => Err(e).with_context(|| format!("cannot create the Delta table {name}")),
         },
     }

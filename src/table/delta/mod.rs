@@ -75,23 +75,27 @@ pub fn txn_version(base: i64, checkpoint: u64) -> Result<i64> {
 /// schema too: each lost race reloads the table, which then has what the winner added.
 const ADD_COLUMNS_ATTEMPTS: usize = 3;
 
-/// Before a run's journal exists: creates the table with the load's schema and
-/// partition columns, or checks that the table's agree (with `--evolve add-columns`,
-/// first adds the load's columns after the table's, in a commit of their own), and
-/// returns the run's txn base (the job's last transaction version, 0 if it has none).
+/// Before a run's journal exists: checks that the table's schema and partition columns
+/// agree with the load's (with `--evolve add-columns`, first adds the load's columns
+/// after the table's, in a commit of their own), and returns the run's txn base (the
+/// job's last transaction version, 0 if it has none). A table without a log is not
+/// created here: the fields to create it with are returned, to journal with the run,
+/// and its first commit creates it ([`commit`]).
 pub fn begin(
     layout: &JobLayout,
     schema: &Schema,
     partition_by: &[String],
     evolve: Evolve,
-) -> Result<i64> {
+) -> Result<(i64, Option<String>)> {
     let wanted = schema::fields(schema)?;
-    let mut table = log::open_or_create(layout, &wanted, partition_by)?;
+    let Some(mut table) = log::try_open(layout)? else {
+        return Ok((0, Some(serde_json::to_string(&wanted)?)));
+    };
     let mut attempts = 0;
     loop {
         let (fields, partitions) = (table.schema()?, table.partition_columns()?);
         let Err(differs) = schema::check(&fields, &partitions, &wanted, partition_by) else {
-            return Ok(table.txn_version(&app_id(&layout.job))?.unwrap_or(0));
+            return Ok((table.txn_version(&app_id(&layout.job))?.unwrap_or(0), None));
         };
         let added = schema::added(&fields, &partitions, &wanted, partition_by);
         let (Evolve::AddColumns, Some(added)) = (evolve, added) else {
@@ -118,7 +122,13 @@ pub fn commit(layout: &JobLayout, run: &RunStarted, checkpoint: &Checkpoint) -> 
     };
     let version = txn_version(base, checkpoint.checkpoint)?;
     let app = app_id(&layout.job);
-    let mut table = log::open(layout)?;
+    let partition_by = &run.options.partition_by;
+    let mut table = match created_by(layout, run, &app, version, |fields| {
+        actions::adds(checkpoint, partition_by, fields)
+    })? {
+        Some(table) => table,
+        None => return Ok(()),
+    };
     if table.txn_version(&app)?.is_some_and(|done| done >= version) {
         // Made before a crash, maybe never fsynced: settle it before trusting it.
         table.settle_log()?;
@@ -133,6 +143,50 @@ pub fn commit(layout: &JobLayout, run: &RunStarted, checkpoint: &Checkpoint) -> 
     Ok(())
 }
 
+/// The table's log to commit on; for a run that creates the table (`delta_create`) and
+/// finds no log, first the creating commit itself, with the adds `adds` makes from the
+/// journaled fields (then `None`: nothing is left to commit). Of two runs creating the
+/// table at once, the one that loses checks the winner's schema against its own, then
+/// commits on top.
+fn created_by(
+    layout: &JobLayout,
+    run: &RunStarted,
+    app: &str,
+    version: i64,
+    adds: impl FnOnce(&[deltalake::kernel::StructField]) -> Result<Vec<deltalake::kernel::Add>>,
+) -> Result<Option<log::Log>> {
+    if let Some(table) = log::try_open(layout)? {
+        return Ok(Some(table));
+    }
+    let Some(create) = &run.delta_create else {
+        bail!("{} has no Delta log", layout.table_name());
+    };
+    let wanted: Vec<deltalake::kernel::StructField> = serde_json::from_str(create)?;
+    let partition_by = &run.options.partition_by;
+    failpoint::hit("delta.commit.before");
+    let created = log::create_with(
+        layout,
+        &wanted,
+        partition_by,
+        adds(&wanted)?,
+        (app, version),
+    )?;
+    if created.is_some() {
+        failpoint::hit("delta.commit.written");
+        failpoint::hit("delta.commit.after");
+        return Ok(None);
+    }
+    let table = log::open(layout)?;
+    let (fields, partitions) = (table.schema()?, table.partition_columns()?);
+    if let Err(differs) = schema::check(&fields, &partitions, &wanted, partition_by) {
+        bail!(
+            "{}: another writer created the Delta table first: {differs}",
+            layout.table_name()
+        );
+    }
+    Ok(Some(table))
+}
+
 /// `--mode overwrite-partitions`, once the run's last checkpoint is committed: one
 /// commit that removes every file of the partitions the run wrote to and adds the run's
 /// files, with the txn of the run's last checkpoint. Readers see the old table or the
@@ -141,7 +195,8 @@ pub fn commit(layout: &JobLayout, run: &RunStarted, checkpoint: &Checkpoint) -> 
 /// 1. Journal `Exchange` (with no directories: the log is what changes), so that from
 ///    here `--abort` refuses (undoing a commit that already removed the old files would
 ///    lose them) and `--recover` finishes.
-/// 2. Publish every data file of the run under its partition path (invisible).
+/// 2. Publish every data file of the run under its partition path (invisible); a
+///    publish already made is done.
 /// 3. The commit, unless the job's version is already there (a crash after it). A
 ///    commit by another writer in between makes delta-rs check for a conflict: another
 ///    writer's blind append is none (even into a replaced partition: under Delta's
@@ -173,25 +228,32 @@ pub fn replace_partitions(layout: &JobLayout, journal: &mut Journal, log: &RunLo
         .unwrap_or(0);
     let version = txn_version(base, last)?;
     let app = app_id(&layout.job);
-    let mut table = log::open(layout)?;
-    if table.txn_version(&app)?.is_some_and(|done| done >= version) {
-        table.settle_log()?;
-    } else {
-        let fields = table.schema()?;
+    for checkpoint in &log.checkpoints {
+        let data: Vec<&StagedFile> = checkpoint
+            .files
+            .iter()
+            .filter(|f| !f.is_rejects())
+            .collect();
+        layout.store.publish(layout, checkpoint.checkpoint, &data)?;
+    }
+    let all_adds = |fields: &[deltalake::kernel::StructField]| -> Result<Vec<_>> {
         let mut adds = Vec::new();
         for checkpoint in &log.checkpoints {
-            let data: Vec<&StagedFile> = checkpoint
-                .files
-                .iter()
-                .filter(|f| !f.is_rejects())
-                .collect();
-            layout.store.publish(layout, checkpoint.checkpoint, &data)?;
             adds.extend(actions::adds(
                 checkpoint,
                 &run.options.partition_by,
-                &fields,
+                fields,
             )?);
         }
+        Ok(adds)
+    };
+    let Some(mut table) = created_by(layout, run, &app, version, all_adds)? else {
+        return journal.append(&Record::Exchanged);
+    };
+    if table.txn_version(&app)?.is_some_and(|done| done >= version) {
+        table.settle_log()?;
+    } else {
+        let adds = all_adds(&table.schema()?)?;
         failpoint::hit("delta.commit.before");
         let committed = table.commit_overwrite(adds, &app, version, &run.options.partition_by)?;
         failpoint::hit("delta.commit.written");
