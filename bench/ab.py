@@ -14,7 +14,8 @@ mode and the median over rounds of pipeline ÷ plain in the same round.
 `--modes` runs other loads too, each against the plain one in the same round, to see
 what each stage costs: rename (a stage thread that changes nothing), cast (amount and
 ts), castderive (cast, then dt = date(ts)), drop (email), dedupe (order_id), constant
-(a derived constant column), parquet (Parquet parts, zstd) and delta (a Delta table).
+(a derived constant column), parquet (Parquet parts, zstd), delta (a Delta table) and
+daily (`-p country,dt`, about 1,200 partitions).
 
 It is how the commits of issue 4 compared a change against the build before it: copy
 the old binary aside (cp target/release/ingest /tmp/ingest-old), build the new one, and
@@ -39,6 +40,8 @@ MODES = {
     "constant": ["--derive", "k='v'"],
     "parquet": ["--format", "parquet"],
     "delta": ["--table-format", "delta"],
+    # ~1,200 partitions (40 countries x 30 days): the cost of many partitions' fsyncs.
+    "daily": ["-p", "country,dt"],
 }
 
 
@@ -92,7 +95,9 @@ def main():
     for _ in range(args.rounds):
         for binary in args.binaries:
             for mode in modes:
-                cmd = [binary, "-q", "-t", out, "-p", "country", *MODES[mode], data]
+                extra = MODES[mode]
+                partition = [] if "-p" in extra else ["-p", "country"]
+                cmd = [binary, "-q", "-t", out, *partition, *extra, data]
                 pin = ["taskset", "-c", "0"] if args.one_core else []
                 results.setdefault((binary, mode), []).append(run(pin + cmd, out, args.cold))
     shutil.rmtree(out, ignore_errors=True)

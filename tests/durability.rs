@@ -906,8 +906,8 @@ fn a_delta_commit_is_fsynced_before_its_checkpoint_is_journaled_committed() {
             let Record::Committed { checkpoint } = record else {
                 continue;
             };
-            // Version 0 created the table; checkpoint n is version n.
-            let entry = log_dir.join(format!("{checkpoint:020}.json"));
+            // The first checkpoint's commit created the table: checkpoint n is version n - 1.
+            let entry = log_dir.join(format!("{:020}.json", checkpoint - 1));
             for path in [&entry, &log_dir] {
                 let synced = events.iter().any(|e| {
                     matches!(&e.call, Call::Sync(p) if Path::new(p) == path.as_path())

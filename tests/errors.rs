@@ -123,7 +123,9 @@ fn an_unterminated_quote_fails_naming_the_line_it_opened_on_never_merging_rows()
     );
     assert!(table_rows(&w.path("t")).is_empty());
 
-    // With room for errors: the rows before it load, the swallowed rest is one reject.
+    // With room for errors it fails all the same (issue 39.3): no parser can tell where
+    // the record really ended, so lines 4 and 5 must not vanish into one reject. The
+    // checkpoint before it stays committed, and nothing is rejected.
     let w = Workdir::new();
     w.fixture("bad");
     let out = w.run(&[
@@ -135,16 +137,20 @@ fn an_unterminated_quote_fails_naming_the_line_it_opened_on_never_merging_rows()
         "1",
         "bad/unterminated.csv",
     ]);
-    assert_code(&out, 0);
+    assert_code(&out, 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("bad/unterminated.csv:3: the quoted field opened on line 3 never closes")
+            && err.contains("runs on to line 5")
+            && err.contains("even with --max-errors"),
+        "{err}"
+    );
     let ids: Vec<String> = table_rows(&w.path("t"))
         .into_iter()
         .map(|r| r["id"].clone())
         .collect();
     assert_eq!(ids, ["1"]);
-    let rejects = rejects_of(&w.path("t"));
-    assert_eq!(rejects.len(), 1, "{rejects:?}");
-    assert_eq!(rejects[0]["line"], "3");
-    assert!(rejects[0]["reason"].contains("never closes"), "{rejects:?}");
+    assert!(rejects_of(&w.path("t")).is_empty());
 }
 
 /// Issue 13.5: `"quoted"tail` was read as the field `quotedtail`.
@@ -215,6 +221,9 @@ fn a_header_of_one_column_holding_another_delimiter_names_the_right_flag() {
 fn rejects_of(table: &std::path::Path) -> Vec<Row> {
     let dir = table.join("_rejects/default");
     let mut rows = Vec::new();
+    if !dir.exists() {
+        return rows;
+    }
     for entry in std::fs::read_dir(&dir).unwrap() {
         rows.extend(read_csv(&entry.unwrap().path(), b','));
     }

@@ -344,10 +344,12 @@ mod tests {
         let Some(bucket) = test_bucket("renewed") else {
             return;
         };
-        let lease = Lease::acquire_for(bucket.clone(), "job", None, Duration::from_secs(1))
+        // A 3 s lease renewed every second: a renewal must run late by two seconds to let
+        // it lapse, which a loaded CI machine does not do (a 1 s lease flaked there).
+        let lease = Lease::acquire_for(bucket.clone(), "job", None, Duration::from_secs(3))
             .expect("a free lease is taken");
-        // Three and a half lease times: only renewals keep it live that long.
-        let until = Instant::now() + Duration::from_millis(3500);
+        // Two and a half lease times: only renewals keep it live that long.
+        let until = Instant::now() + Duration::from_millis(7500);
         while Instant::now() < until {
             assert!(
                 live_holder(&bucket, "job").unwrap().is_some(),

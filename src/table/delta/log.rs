@@ -144,8 +144,13 @@ pub fn create_with(
 ) -> Result<Option<u64>> {
     let (url, dir) = location(layout)?;
     let name = layout.table_name();
-    let properties =
-        CommitProperties::default().with_application_transaction(Transaction::new(app, version));
+    // No retries: delta-rs 1.1.3 retries a create that finds version 0 taken as a commit
+    // at the next version, which writes a second protocol and metaData (a new table id)
+    // over the winner's table and fails every writer that read the first. Without
+    // retries the loser gets an error, finds the table, and commits on top of it.
+    let properties = CommitProperties::default()
+        .with_max_retries(0)
+        .with_application_transaction(Transaction::new(app, version));
     let created = runtime()?.block_on(
         CreateBuilder::new()
             .with_location(url.as_str())
