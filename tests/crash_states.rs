@@ -57,21 +57,29 @@ fn same(mut actual: Vec<Row>, mut expected: Vec<Row>) -> Result<(), String> {
     ))
 }
 
-/// The check every crash state must pass: `load` (the history's command) leaves
-/// `expected` once `--recover` and `load` again have run.
+/// What the history's last command promised once it said it was done: the table's rows
+/// from then on, whatever a power cut takes.
+struct Promise<'a> {
+    rows: &'a [Row],
+    what: &'a str,
+}
+
+/// The check every crash state must pass: what the last command promised holds if it
+/// finished, and `load` (the history's command) leaves `expected` once `--recover` and
+/// `load` again have run.
 fn check(
     w: &Workdir,
     history: &History,
     state: &CrashState,
-    load: &[&str],
-    expected: &[Row],
+    (load, expected): (&[&str], &[Row]),
+    promise: &Promise,
 ) -> Result<(), String> {
     let table = w.path("t");
     let acknowledged =
         state.at == history.steps.len() && history.statuses.last().is_some_and(|s| s.success());
     if acknowledged {
-        same(rows_of(&table)?, expected.to_vec())
-            .map_err(|e| format!("after the load said it was done: {e}"))?;
+        same(rows_of(&table)?, promise.rows.to_vec())
+            .map_err(|e| format!("after {} said it was done: {e}", promise.what))?;
     }
     let recovered = w.run(&["-t", "t", "--recover"]);
     if recovered.status.code() != Some(0) {
@@ -92,7 +100,13 @@ fn check(
     same(rows_of(&table)?, expected.to_vec())
 }
 
-fn explore(w: &Workdir, history: &History, load: &[&str], expected: &[Row], what: &str) -> Figures {
+fn explore(
+    w: &Workdir,
+    history: &History,
+    (load, expected): (&[&str], &[Row]),
+    promise: &Promise,
+    what: &str,
+) -> Figures {
     let seed = setting("EXPLORE_SEED", clock_seed());
     let figures = explorer::explore(
         w.dir.path(),
@@ -100,7 +114,7 @@ fn explore(w: &Workdir, history: &History, load: &[&str], expected: &[Row], what
         setting("EXPLORE_RANDOM", 2) as usize,
         setting("EXPLORE_STATES", 1000) as usize,
         seed,
-        |state| check(w, history, state, load, expected),
+        |state| check(w, history, state, (load, expected), promise),
     );
     eprintln!(
         "{what}: {} steps, {} crash states made, {} distinct, {} checked, {} failed (seed {seed})",
@@ -141,11 +155,18 @@ fn power_cuts_during_a_load_lose_no_row() {
         }],
     );
     assert!(history.statuses[0].success(), "{}", history.stderrs[0]);
-    explore(&w, &history, LOAD, &expected(&w), "a load");
+    let expected = expected(&w);
+    let promise = Promise {
+        rows: &expected,
+        what: "the load",
+    };
+    explore(&w, &history, (LOAD, &expected), &promise, "a load");
 }
 
-#[test]
-fn power_cuts_during_a_recovery_after_kill_9_lose_no_row() {
+/// The load killed at fail point `point`, then `then` (a recovery or an abort) to the
+/// end: power cuts anywhere in the two, the killed process's unsynced operations
+/// included (a kill -9 keeps them in the page cache, a power cut may not).
+fn killed_then(point: &str, then: &[&str], what: &str) {
     let w = Workdir::new();
     w.fixture("orders");
     let history = explorer::record(
@@ -155,18 +176,74 @@ fn power_cuts_during_a_recovery_after_kill_9_lose_no_row() {
             Invocation {
                 program: None,
                 args: LOAD,
-                env: &[("INGEST_FAIL_POINT", "commit.mid:2")],
+                env: &[("INGEST_FAIL_POINT", point)],
             },
             Invocation {
                 program: None,
-                args: &["-t", "t", "--recover"],
+                args: then,
                 env: &[],
             },
         ],
     );
-    assert!(!history.statuses[0].success(), "the fail point was reached");
+    assert!(!history.statuses[0].success(), "{point} was not reached");
     assert!(history.statuses[1].success(), "{}", history.stderrs[1]);
-    explore(&w, &history, LOAD, &expected(&w), "kill -9, then --recover");
+    let expected = expected(&w);
+    // A recovery promises the whole load; an abort, a table without the run's rows
+    // (it was empty before).
+    let promise = if then.contains(&"--abort") {
+        Promise {
+            rows: &[],
+            what: "the abort",
+        }
+    } else {
+        Promise {
+            rows: &expected,
+            what: "the recovery",
+        }
+    };
+    explore(&w, &history, (LOAD, &expected), &promise, what);
+}
+
+#[test]
+fn power_cuts_during_a_recovery_after_kill_9_lose_no_row() {
+    killed_then(
+        "commit.mid:2",
+        &["-t", "t", "--recover"],
+        "kill -9 mid-commit, then --recover",
+    );
+}
+
+/// Killed between a journal record's write and its fsync: the recovery reads a record
+/// that only the page cache holds, and must make it durable before acting on it.
+#[test]
+fn power_cuts_during_a_recovery_of_an_unsynced_journal_record_lose_no_row() {
+    killed_then(
+        "journal.write.after:4",
+        &["-t", "t", "--recover"],
+        "kill -9 before a journal record's fsync, then --recover",
+    );
+}
+
+/// Killed after making a directory and before fsyncing its parent: the recovery finds
+/// the directory and must make its name durable before it puts files in it.
+#[test]
+fn power_cuts_during_a_recovery_into_an_unsynced_directory_lose_no_row() {
+    killed_then(
+        "mkdir.after:8",
+        &["-t", "t", "--recover"],
+        "kill -9 after a mkdir, then --recover",
+    );
+}
+
+/// An abort of a run killed mid-commit: a power cut must never bring back a file the
+/// abort removed once it journaled `Aborted` (the load again would load its rows twice).
+#[test]
+fn power_cuts_during_an_abort_bring_no_file_back() {
+    killed_then(
+        "commit.mid:2",
+        &["-t", "t", "--abort"],
+        "kill -9 mid-commit, then --abort",
+    );
 }
 
 /// `--mode overwrite-partitions` into a loaded table, killed in the middle of its
@@ -230,11 +307,15 @@ fn power_cuts_during_an_overwrite_lose_no_partition() {
     );
     assert!(!history.statuses[0].success(), "the fail point was reached");
     assert!(history.statuses[1].success(), "{}", history.stderrs[1]);
+    let promise = Promise {
+        rows: &expected,
+        what: "the recovery",
+    };
     explore(
         &w,
         &history,
-        &load,
-        &expected,
+        (&load, &expected),
+        &promise,
         "overwrite killed mid-exchange, then --recover",
     );
 }

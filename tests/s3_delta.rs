@@ -84,7 +84,8 @@ fn a_delta_load_killed_at_every_point_on_one_machine_is_finished_on_another() {
     let points: Vec<String> = all_fail_points()
         .into_iter()
         .chain(delta_fail_points())
-        .filter(|p| !p.starts_with("overwrite.") && p != "mkdir.after")
+        // A bucket table makes no directories; the overwrite points are a Hive table's on disk.
+        .filter(|p| !p.starts_with("overwrite.") && !p.starts_with("mkdir."))
         .collect();
     assert!(points.iter().any(|p| p == "delta.commit.written"));
     crash_matrix_on_two_machines(Arc::new(s3), &points, DELTA, &DELTA_READER);

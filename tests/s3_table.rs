@@ -291,7 +291,8 @@ fn a_load_killed_at_every_point_on_one_machine_is_finished_on_another() {
     };
     let points: Vec<String> = all_fail_points()
         .into_iter()
-        .filter(|p| !p.starts_with("overwrite.") && p != "mkdir.after")
+        // A bucket table makes no directories; the overwrite points are a Hive table's on disk.
+        .filter(|p| !p.starts_with("overwrite.") && !p.starts_with("mkdir."))
         .collect();
     crash_matrix_on_two_machines(Arc::new(s3), &points, &[], &HIVE);
 }
