@@ -63,6 +63,16 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 /// Threads [`sync_concurrently`] uses at most.
 const SYNC_THREADS: usize = 16;
 
+/// The fsync threads under an open-file limit of `limit`: each may hold a directory
+/// open, and the sink keeps a quarter of the limit in staged files per transaction
+/// (two in flight), so the threads take at most a sixteenth of it. Under a limit of 64,
+/// 16 threads and two transactions' 32 files left the sink too few descriptors.
+fn sync_threads(limit: Option<u64>) -> usize {
+    limit.map_or(SYNC_THREADS, |limit| {
+        usize::try_from(limit / 16).map_or(SYNC_THREADS, |n| n.clamp(1, SYNC_THREADS))
+    })
+}
+
 /// Runs `sync` (an fsync, or several) on every item, from up to 16 threads at once, and
 /// returns the results in the items' order, or the first error once every thread has
 /// stopped (an error stops the others at their next item).
@@ -77,7 +87,7 @@ pub fn sync_concurrently<T: Sync, R: Send>(
     sync: impl Fn(&T) -> Result<R> + Sync,
 ) -> Result<Vec<R>> {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    let threads = items.len().min(SYNC_THREADS);
+    let threads = items.len().min(sync_threads(open_file_limit()));
     if threads <= 1 {
         return items.iter().map(&sync).collect();
     }
@@ -589,6 +599,15 @@ pub fn open_file_limit() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fsync_threads_take_a_sixteenth_of_the_open_file_limit() {
+        assert_eq!(sync_threads(None), SYNC_THREADS);
+        assert_eq!(sync_threads(Some(1 << 20)), SYNC_THREADS);
+        assert_eq!(sync_threads(Some(1024)), 16);
+        assert_eq!(sync_threads(Some(64)), 4);
+        assert_eq!(sync_threads(Some(8)), 1);
+    }
 
     #[test]
     fn concurrent_syncs_return_every_result_in_the_items_order() {

@@ -3,8 +3,9 @@
 //! `--recover` then the same load leave every input row in the table exactly once, no
 //! visible file torn; a power cut after the load said "loaded" loses nothing at all.
 //!
-//! CI explores a bounded sample (`EXPLORE_STATES` per history, default 120; the
-//! all-lost state of every point comes first); `.ci/explore` runs thousands.
+//! CI explores at most `EXPLORE_STATES` distinct states per history (default 1,000: all
+//! of them for these histories) plus `EXPLORE_RANDOM` random ones per point (default 2);
+//! `.ci/explore` runs thousands.
 //! `EXPLORE_BIN` points it at another build, `EXPLORE_SEED` replays a sample.
 
 use std::path::Path;
