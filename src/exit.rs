@@ -18,6 +18,8 @@ pub enum Exit {
     Locked = 75,
     /// Stopped by SIGINT at a checkpoint boundary; resumable with `--recover`.
     Interrupted = 130,
+    /// The reader of stdout went away (`| head`); as a shell reports a SIGPIPE.
+    StdoutClosed = 141,
     /// Stopped by SIGTERM at a checkpoint boundary; resumable with `--recover`.
     Terminated = 143,
 }
@@ -39,6 +41,10 @@ pub const TABLE: &[(u8, &str)] = &[
         "stopped by SIGINT at a checkpoint boundary; the run is resumable with --recover",
     ),
     (
+        141,
+        "stdout was closed by its reader (as after SIGPIPE: ingest --dry-run | head); a load that had finished exits 0",
+    ),
+    (
         143,
         "stopped by SIGTERM at a checkpoint boundary; the run is resumable with --recover",
     ),
@@ -53,6 +59,9 @@ impl Exit {
             }
             if cause.is::<UsageError>() {
                 return Exit::Usage;
+            }
+            if cause.is::<StdoutClosed>() {
+                return Exit::StdoutClosed;
             }
             if let Some(stopped) = cause.downcast_ref::<Stopped>() {
                 return if stopped.signal == signal_hook::consts::SIGTERM {
@@ -108,6 +117,18 @@ impl fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// The reader of stdout closed it before `ingest` had printed everything.
+#[derive(Debug)]
+pub struct StdoutClosed;
+
+impl fmt::Display for StdoutClosed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("standard output was closed by its reader")
+    }
+}
+
+impl std::error::Error for StdoutClosed {}
+
 /// A signal stopped the run at a checkpoint boundary.
 #[derive(Debug)]
 pub struct Stopped {
@@ -142,6 +163,7 @@ mod tests {
             Exit::Usage,
             Exit::Locked,
             Exit::Interrupted,
+            Exit::StdoutClosed,
             Exit::Terminated,
         ];
         assert_eq!(codes, all.map(Exit::code));

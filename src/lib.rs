@@ -48,6 +48,7 @@ pub mod malloc;
 pub mod manifest;
 pub mod manpage;
 pub mod options;
+pub mod output;
 pub mod pipeline;
 pub mod plan;
 pub mod prefetch;
@@ -78,19 +79,15 @@ pub fn execute(command: Command) -> Result<Option<(Vec<Summary>, bool, Messages)
     signals::install()?;
     match command {
         Command::ListFailPoints => {
-            for point in failpoint::POINTS {
-                println!("{point}");
-            }
+            let points: String = failpoint::POINTS.iter().map(|p| format!("{p}\n")).collect();
+            output::print(&points)?;
             Ok(None)
         }
         Command::Completions(shell) => {
             use clap::CommandFactory;
-            clap_complete::generate(
-                shell,
-                &mut cli::Cli::command(),
-                "ingest",
-                &mut std::io::stdout(),
-            );
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cli::Cli::command(), "ingest", &mut script);
+            output::print(&String::from_utf8_lossy(&script))?;
             Ok(None)
         }
         Command::Status(common, job) => {
@@ -105,7 +102,7 @@ pub fn execute(command: Command) -> Result<Option<(Vec<Summary>, bool, Messages)
             Ok(Some((vec![summary], cfg.common.json, messages)))
         }
         Command::InferSchema { inputs, delimiter } => {
-            print!("{}", infer::infer(&inputs, delimiter)?);
+            output::print(&infer::infer(&inputs, delimiter)?)?;
             Ok(None)
         }
         Command::Abort(common, job) => {

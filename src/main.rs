@@ -24,6 +24,8 @@ fn main() -> ExitCode {
         Ok(Some((summaries, json, messages))) => {
             for summary in &summaries {
                 messages.note(&summary.line());
+                // The work is done and its summary is on stderr too: a reader that closed
+                // stdout early does not turn a finished load into a failure.
                 if json && !print_json(summary) {
                     return ExitCode::from(Exit::Failure.code());
                 }
@@ -43,6 +45,10 @@ fn failed(
     json: bool,
     quiet: bool,
 ) -> ExitCode {
+    let exit = Exit::for_error(err);
+    if exit == Exit::StdoutClosed {
+        return ExitCode::from(exit.code());
+    }
     if quiet {
         eprintln!("ingest: {}", one_line(err));
     } else {
@@ -51,7 +57,7 @@ fn failed(
     if json {
         print_json(&Failure::of(err, common));
     }
-    ExitCode::from(Exit::for_error(err).code())
+    ExitCode::from(exit.code())
 }
 
 /// A command line clap refused (exit 2): as clap prints it, one line of it under
@@ -81,12 +87,18 @@ fn bad_command_line(err: clap::Error) -> ExitCode {
     ExitCode::from(Exit::Usage.code())
 }
 
+/// Prints one JSON object on its own line; false if it could not be made or written
+/// (a reader that closed stdout is no failure: it chose not to read).
 fn print_json<T: serde::Serialize>(value: &T) -> bool {
     match serde_json::to_string(value) {
-        Ok(text) => {
-            println!("{text}");
-            true
-        }
+        Ok(text) => match ingest::output::print(&format!("{text}\n")) {
+            Ok(()) => true,
+            Err(err) if Exit::for_error(&err) == Exit::StdoutClosed => true,
+            Err(err) => {
+                eprintln!("ingest: {err:#}");
+                false
+            }
+        },
         Err(err) => {
             eprintln!("ingest: cannot print the summary: {err}");
             false

@@ -192,6 +192,7 @@ fn dry_run_in(cfg: &LoadConfig, table: &std::path::Path, messages: Messages) -> 
         });
     }
     if !cfg.common.json {
+        let mut lines = String::new();
         for v in &verdicts {
             match (v.verdict, &v.loaded_by) {
                 ("changed", Some(run)) => {
@@ -200,14 +201,17 @@ fn dry_run_in(cfg: &LoadConfig, table: &std::path::Path, messages: Messages) -> 
                         .iter()
                         .find(|(i, _)| i.path == v.path)
                         .map_or(0, |(_, e)| e.fingerprint.size);
-                    println!(
-                        "changed\t{}\t{} bytes (was {was} bytes, loaded by run {run})",
+                    lines.push_str(&format!(
+                        "changed\t{}\t{} bytes (was {was} bytes, loaded by run {run})\n",
                         v.path, v.size
-                    )
+                    ))
                 }
-                (verdict, _) => println!("{verdict}\t{}\t{} bytes", v.path, v.size),
+                (verdict, _) => {
+                    lines.push_str(&format!("{verdict}\t{}\t{} bytes\n", v.path, v.size))
+                }
             }
         }
+        crate::output::print(&lines)?;
     }
     let mut summary = Summary::nothing(
         "dry-run",

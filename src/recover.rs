@@ -75,6 +75,8 @@ pub fn recover_every_job(
             Ok(summary) if summary.outcome == "nothing-to-recover" => {}
             Ok(summary) => summaries.push(summary),
             Err(e) if e.downcast_ref::<Stopped>().is_some() => return Err(e),
+            // A lock-held error names the job itself.
+            Err(e) if e.chain().any(|c| c.is::<crate::exit::LockHeld>()) => failures.push(e),
             Err(e) => failures.push(e.context(format!("job {job:?}"))),
         }
     }
@@ -103,8 +105,18 @@ pub fn recover_every_job(
 
 /// Finishes the job's interrupted run; `max_errors` overrides the run's journaled limit.
 pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> Result<Summary> {
-    let started = Instant::now();
     let mut layout = JobLayout::of(common);
+    if layout.target.is_none() && !layout.dir.exists() {
+        return Ok(Summary::nothing(
+            "nothing-to-recover",
+            &common.job,
+            0,
+            std::time::Duration::ZERO,
+        ));
+    }
+    let _lock = lock_job(&mut layout, common.lock_wait)?;
+    // The summary's time and rate are the recovery's own, not the wait for the lock.
+    let started = Instant::now();
     let nothing = || {
         Ok(Summary::nothing(
             "nothing-to-recover",
@@ -113,10 +125,6 @@ pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> 
             started.elapsed(),
         ))
     };
-    if layout.target.is_none() && !layout.dir.exists() {
-        return nothing();
-    }
-    let _lock = lock_job(&mut layout, common.lock_wait)?;
     // Both were written by a process that may have crashed before fsyncing them: make
     // them durable before acting on a word of them (issue 12).
     let mut manifest = Manifest::load_settled(&layout.manifest())?;

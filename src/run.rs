@@ -168,7 +168,6 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     if cfg.dry_run {
         return dry_run(cfg, messages);
     }
-    let started = Instant::now();
     let common = &cfg.common;
     let mut layout = JobLayout::of(common);
     if layout.target.is_none() {
@@ -176,6 +175,8 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     }
     let mut made = Made::before(&layout);
     let _lock = lock_job(&mut layout, common.lock_wait)?;
+    // The summary's time and rate are the load's own, not the wait for the lock.
+    let started = Instant::now();
     // Settled: the fold below and the plan act on them (see `fsutil::settle`).
     let mut manifest = Manifest::load_settled(&layout.manifest())?;
     let replay = journal::replay_settled(&layout.journal())?;

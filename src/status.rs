@@ -1,6 +1,6 @@
 //! `ingest --status`: what each job of a table is doing, read without changing anything.
 
-use std::io::Write;
+use std::fmt::Write;
 
 use anyhow::Result;
 use serde::Serialize;
@@ -258,12 +258,18 @@ fn print_remote(
 
 /// Prints the statuses, as text or JSON.
 fn show(common: &Common, statuses: &[JobStatus], table: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut out = String::new();
     if common.json {
-        serde_json::to_writer(&mut out, &statuses)?;
-        writeln!(out)?;
-        return Ok(());
+        out = serde_json::to_string(&statuses)?;
+        out.push('\n');
+    } else {
+        write_text(&mut out, statuses, table)?;
     }
+    crate::output::print(&out)
+}
+
+/// The statuses as the text `--status` prints.
+fn write_text(out: &mut String, statuses: &[JobStatus], table: &str) -> std::fmt::Result {
     if statuses.is_empty() {
         writeln!(out, "no ingest job has run on {table}")?;
     }

@@ -1072,3 +1072,96 @@ fn a_fresh_machine_reads_the_job_history_in_the_bucket_not_a_download_of_it() {
     );
     assert_eq!(rows_in(&s3, "t").len(), 912 + 5);
 }
+
+/// A holder killed on this host leaves a lease that has not run out; `--recover` here
+/// sees that its process is gone and takes the lease at once, and its message, when it
+/// does wait (a holder elsewhere), names the job once.
+#[test]
+fn recover_on_the_host_of_a_killed_holder_takes_its_lease_at_once() {
+    let Some(s3) = store("table-dead-holder") else {
+        return;
+    };
+    let w = Workdir::new();
+    let table = s3.table("t");
+    let out = s3
+        .on(&w, "machine-a")
+        .env("INGEST_LEASE_SECS", "600")
+        .env("INGEST_FAIL_POINT", "checkpoint.complete.after:1")
+        .args(["-t", &table, "-p", "dt", "--checkpoint-rows", "100"])
+        .arg(w.fixture("orders"))
+        .output()
+        .unwrap();
+    assert!(crashed(&out), "{}", stderr(&out));
+    let lease = s3
+        .get("t/_ingest/default/lease")
+        .expect("the killed holder's lease is left behind");
+    assert!(
+        String::from_utf8_lossy(&lease).contains("start_ticks"),
+        "the lease names its process precisely"
+    );
+
+    let started = Instant::now();
+    let out = s3
+        .on(&w, "machine-a")
+        .env("INGEST_LEASE_SECS", "600")
+        .args(["-t", &table, "--recover", "--json"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "recovery waited {:?} for a dead holder's 600 s lease",
+        started.elapsed()
+    );
+    assert_eq!(json(&out)["outcome"], "recovered");
+    assert_eq!(rows_in(&s3, "t").len(), 912);
+
+    // A live holder on another host is waited for; the message names the job once.
+    let far = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 3_600_000;
+    s3.put(
+        "t/_ingest/default/lease",
+        format!(r#"{{"holder":"pid 1 on elsewhere","expires_ms":{far}}}"#),
+    );
+    let out = s3.run_on(&w, "machine-a", &["-t", &table, "--recover"]);
+    assert_code(&out, 75);
+    assert_eq!(
+        stderr(&out).matches("job \"default\"").count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// An http endpoint without `AWS_ALLOW_HTTP` is refused up front, naming the setting
+/// (the client's own error is "HTTP error: builder error"). No store is contacted.
+#[test]
+fn an_http_endpoint_without_allow_http_names_the_setting() {
+    let w = Workdir::new();
+    let mut commands = vec![vec!["-t", "s3://bucket/t"]];
+    if cfg!(feature = "delta") {
+        commands.push(vec!["-t", "s3://bucket/t", "--table-format", "delta"]);
+    }
+    for args in commands {
+        let out = w
+            .cmd()
+            .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+            .env_remove("AWS_ALLOW_HTTP")
+            .env("AWS_ACCESS_KEY_ID", "k")
+            .env("AWS_SECRET_ACCESS_KEY", "s")
+            .env("AWS_REGION", "us-east-1")
+            .args(&args)
+            .arg(w.fixture("orders"))
+            .output()
+            .unwrap();
+        assert_code(&out, 1);
+        assert!(
+            stderr(&out).contains("AWS_ALLOW_HTTP=true"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}

@@ -123,3 +123,42 @@ fn dry_run_json_lists_every_input_with_its_verdict() {
     assert_eq!(verdicts, want);
     assert!(objects[0]["inputs"][0]["size"].is_u64());
 }
+
+/// `ingest --dry-run DIR | head -1`: a reader that closes stdout early ends the command
+/// quietly with 141, as SIGPIPE would (a panic on the closed pipe exited 101); a load
+/// whose `--json` summary finds stdout closed still exits 0, its work done.
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    use std::process::Stdio;
+    let w = Workdir::new();
+    let orders = w.fixture("orders");
+    let orders = orders.to_str().unwrap();
+    assert_code(&w.run(&["-t", "t", "-p", "dt", orders]), 0);
+    let closed = |args: &[&str]| {
+        let mut child = w
+            .cmd()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // No reader from the start: every write of the child finds the pipe closed.
+        drop(child.stdout.take());
+        child.wait_with_output().unwrap()
+    };
+    for args in [
+        vec!["-t", "t2", "--dry-run", orders],
+        vec!["-t", "t", "--status"],
+        vec!["-t", "t", "--status", "--json"],
+        vec!["--list-fail-points"],
+        vec!["--infer-schema", orders],
+        vec!["--completions", "bash"],
+    ] {
+        let out = closed(&args);
+        assert_code(&out, 141);
+        assert_eq!(stderr(&out), "", "{args:?}");
+    }
+    let out = closed(&["-t", "t3", "--json", orders]);
+    assert_code(&out, 0);
+    assert!(stderr(&out).contains("loaded"), "{}", stderr(&out));
+}

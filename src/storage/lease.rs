@@ -15,6 +15,9 @@
 //! holder that stalled past its lease, and lost it, fails its next record instead of
 //! interleaving with the new holder's.
 //!
+//! A lease whose holder ran on this host and no longer runs (`holder.rs`) is taken at
+//! once, as an expired one is: `--recover` after a `kill -9` need not wait out the lease.
+//!
 //! Expiry is judged by the waiter's clock against the holder's: clocks must agree to
 //! well within the lease time (30 s unless `INGEST_LEASE_SECS` says otherwise).
 
@@ -27,6 +30,7 @@ use anyhow::{anyhow, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::bucket::{Bucket, Mode, Put};
+use super::holder::Process;
 use crate::exit::LockHeld;
 use crate::signals;
 
@@ -42,7 +46,7 @@ pub fn live_holder(bucket: &Bucket, job: &str) -> Result<Option<String>> {
     Ok(bucket
         .get(&key)?
         .and_then(|(bytes, _)| serde_json::from_slice::<Holder>(&bytes).ok())
-        .filter(|held| held.expires_ms > now_ms())
+        .filter(Holder::is_live)
         .map(|held| format!("{} (lease {})", held.holder, bucket.url_of(&key))))
 }
 
@@ -53,6 +57,18 @@ struct Holder {
     holder: String,
     /// Milliseconds since the epoch after which the lease is free.
     expires_ms: u64,
+    /// The holder, for a taker on the same host to tell whether it still runs (absent
+    /// from leases of earlier versions, and where `/proc` does not tell).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    process: Option<Process>,
+}
+
+impl Holder {
+    /// Whether the lease still keeps others out: not expired, and not held by a process
+    /// of this host that no longer runs.
+    fn is_live(&self) -> bool {
+        self.expires_ms > now_ms() && !self.process.as_ref().is_some_and(Process::is_gone)
+    }
 }
 
 /// The lease time: `INGEST_LEASE_SECS`, or 30 seconds.
@@ -109,10 +125,12 @@ impl Lease {
             hostname(),
             humantime::format_rfc3339_seconds(SystemTime::now())
         );
+        let process = Process::me();
         let body = |me: &str| {
             serde_json::to_vec(&Holder {
                 holder: me.to_string(),
                 expires_ms: now_ms() + lease.as_millis() as u64,
+                process: process.clone(),
             })
         };
         let deadline = Instant::now() + wait.unwrap_or_default();
@@ -127,7 +145,7 @@ impl Lease {
                 Some((bytes, etag)) => {
                     let held: Option<Holder> = serde_json::from_slice(&bytes).ok();
                     match (held, etag) {
-                        (Some(held), _) if held.expires_ms > now_ms() => {
+                        (Some(held), _) if held.is_live() => {
                             if Instant::now() >= deadline || signals::requested().is_some() {
                                 return Err(LockHeld {
                                     table: bucket.url().to_string(),
@@ -144,7 +162,7 @@ impl Lease {
                             std::thread::sleep(Duration::from_millis(250));
                             continue;
                         }
-                        // Expired, or not a lease at all (a torn writer cannot make one:
+                        // Expired, its holder gone, or not a lease at all (a torn writer cannot make one:
                         // PUTs are atomic): take it over if nobody else has yet.
                         (_, Some(etag)) => bucket.put(&key, body(&me)?, Mode::Replace(etag))?,
                         (_, None) => {
@@ -262,6 +280,7 @@ fn renew(
         let body = serde_json::to_vec(&Holder {
             holder: me.to_string(),
             expires_ms: now_ms() + lease.as_millis() as u64,
+            process: Process::me(),
         });
         let renewed = body
             .context("cannot encode the lease")
@@ -292,9 +311,7 @@ fn renew(
 }
 
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "an unknown host".into())
+    super::holder::host().unwrap_or_else(|| "an unknown host".into())
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@
 //! And what a table in a bucket needs besides:
 //! - `s3.rs`: the client, and `s3://` inputs read as streams.
 //! - `bucket.rs`: a table's objects: conditional writes, multipart uploads, listing.
-//! - `lease.rs`: the job lock of a table in a bucket.
+//! - `lease.rs`: the job lock of a table in a bucket; `holder.rs`: whether its holder
+//!   still runs, when that holder was on this host.
 //! - `replica.rs`: the job's state in the bucket, and its local working copy.
 //! - `paged.rs`: manifest segments left in the bucket, read in pages as lookups need.
 
@@ -25,6 +26,8 @@ use crate::table::JobLayout;
 
 #[cfg(feature = "s3")]
 pub mod bucket;
+#[cfg(feature = "s3")]
+pub mod holder;
 #[cfg(feature = "s3")]
 pub mod lease;
 pub mod local;

@@ -95,12 +95,43 @@ fn configured(bucket: &str, mut headers: http::HeaderMap) -> Result<AmazonS3> {
         http::HeaderValue::from_static(CONTENT_TYPE),
     );
     let from_env = builder(bucket);
+    refuse_plain_http(&from_env)?;
     let options = client_options(&from_env);
     from_env
         .with_client_options(options.with_default_headers(headers))
         .build()
         .map_err(flat)
         .with_context(|| format!("cannot configure access to bucket {bucket}"))
+}
+
+/// Fails, naming the setting, when the endpoint is plain http and http is not allowed:
+/// the client would refuse every request with "HTTP error: builder error" instead.
+pub(crate) fn refuse_plain_http(from_env: &AmazonS3Builder) -> Result<()> {
+    let endpoint = from_env.get_config_value(&AmazonS3ConfigKey::Endpoint);
+    let allowed = from_env
+        .get_config_value(&AmazonS3ConfigKey::Client(ClientConfigKey::AllowHttp))
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    match endpoint {
+        Some(endpoint) if is_plain_http(&endpoint) && !allowed => Err(anyhow!(
+            "the S3 endpoint {endpoint} is plain http, which the client refuses unless \
+             told: set AWS_ALLOW_HTTP=true (or use an https endpoint)"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Whether a URL is plain http (any case of the scheme).
+fn is_plain_http(endpoint: &str) -> bool {
+    endpoint
+        .trim()
+        .get(..7)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
+}
+
+/// The check of [`refuse_plain_http`] for a bucket, for clients built elsewhere (the
+/// Delta log's).
+pub(crate) fn check_endpoint(bucket: &str) -> Result<()> {
+    refuse_plain_http(&builder(bucket))
 }
 
 /// The HTTP settings of a configured client, for a client of our own.
@@ -148,6 +179,7 @@ pub(crate) struct UploadLister {
 pub(crate) fn upload_lister(bucket: &str) -> Result<UploadLister> {
     use object_store::client::HttpConnector;
     let from_env = builder(bucket);
+    refuse_plain_http(&from_env)?;
     let get = |key| from_env.get_config_value(&key);
     let region = get(AmazonS3ConfigKey::Region).unwrap_or_else(|| "us-east-1".into());
     let virtual_hosted = get(AmazonS3ConfigKey::VirtualHostedStyleRequest)

@@ -78,6 +78,7 @@ fn location(layout: &JobLayout) -> Result<(url::Url, Option<PathBuf>)> {
 #[cfg(feature = "s3")]
 fn in_bucket(target: &crate::storage::url::ObjectUrl) -> Result<(url::Url, Option<PathBuf>)> {
     super::bucket::register()?;
+    crate::storage::s3::check_endpoint(&target.bucket)?;
     Ok((super::bucket::table_url(target)?, None))
 }
 
