@@ -225,6 +225,21 @@ pub struct Cli {
     )]
     pub drop_columns: Vec<String>,
 
+    /// Take only the inputs whose path below a given directory (or key below a given
+    /// prefix) matches GLOB; repeatable. A GLOB without `/` matches the name at any depth
+    /// (`*.csv`); `**` crosses directories. Names starting with `.` or `_` are never taken
+    #[arg(long, value_name = "GLOB")]
+    pub include: Vec<String>,
+
+    /// Leave out the inputs whose path matches GLOB (as for --include); repeatable
+    #[arg(long, value_name = "GLOB")]
+    pub exclude: Vec<String>,
+
+    /// Leave an input modified less than DURATION ago (`90s`, `5m`, `1h`) for a later
+    /// run: a file still being copied in is not loaded half-written
+    #[arg(long, value_name = "DURATION")]
+    pub min_age: Option<String>,
+
     /// Load inputs again even if the manifest says they are loaded
     #[arg(long)]
     pub reload: bool,
@@ -250,8 +265,11 @@ pub struct Cli {
 }
 
 /// Flags that only make sense for a load.
-const LOAD_ONLY: [&str; 27] = [
+const LOAD_ONLY: [&str; 30] = [
     "compression",
+    "include",
+    "exclude",
+    "min_age",
     "shard",
     "table_format",
     "mode",

@@ -23,7 +23,7 @@ pub enum Command {
     /// Print a shell completion script.
     Completions(clap_complete::Shell),
     /// Load inputs into a table.
-    Load(LoadConfig),
+    Load(Box<LoadConfig>),
     /// Finish the interrupted run of the job named, or of every interrupted job when
     /// `None`; `max_errors` overrides the journaled limit.
     Recover(Common, Option<u64>, Option<String>),
@@ -66,6 +66,10 @@ pub struct LoadConfig {
     pub dry_run: bool,
     /// `--shard`: only this share of the inputs.
     pub shard: Option<crate::shard::Shard>,
+    /// `--include` / `--exclude`: which files below a directory or prefix are inputs.
+    pub select: crate::source::select::Selection,
+    /// `--min-age`: an input modified more recently waits for a later run.
+    pub min_age: Option<Duration>,
     /// How this load may change the table's contract.
     pub evolve: crate::contract::Evolve,
     pub options: RunOptions,
@@ -386,13 +390,33 @@ impl Command {
                     .map_err(|e| usage(format!("--timezone: {e}")))?;
             }
         }
-        Ok(Command::Load(LoadConfig {
+        Ok(Command::Load(Box::new(LoadConfig {
             common,
             inputs,
             reload: cli.reload,
             dry_run: cli.dry_run,
             shard: match &cli.shard {
                 Some(text) => Some(crate::shard::Shard::parse(text).map_err(usage)?),
+                None => None,
+            },
+            select: crate::source::select::Selection::new(
+                if cli.include.is_empty() {
+                    &file.include
+                } else {
+                    &cli.include
+                },
+                if cli.exclude.is_empty() {
+                    &file.exclude
+                } else {
+                    &cli.exclude
+                },
+            )?,
+            min_age: match cli.min_age.as_deref().or(file.min_age.as_deref()) {
+                Some(text) => Some(humantime::parse_duration(text.trim()).map_err(|e| {
+                    usage(format!(
+                        "--min-age {text:?} is not a duration such as 90s, 5m or 1h: {e}"
+                    ))
+                })?),
                 None => None,
             },
             evolve: cli.evolve.or(file.evolve).unwrap_or_default(),
@@ -420,7 +444,7 @@ impl Command {
                 mode,
                 json_new_keys: cli.json_new_keys.or(file.json_new_keys).unwrap_or_default(),
             },
-        }))
+        })))
     }
 }
 

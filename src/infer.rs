@@ -25,7 +25,11 @@ const CANDIDATES: [ColumnType; 5] = [
 
 /// The inferred `[schema]` section, as TOML.
 pub fn infer(inputs: &[std::path::PathBuf], delimiter: u8) -> Result<String> {
-    let files = discover::discover(inputs, Path::new("/nonexistent/ingest-table"))?;
+    let files = discover::discover(
+        inputs,
+        Path::new("/nonexistent/ingest-table"),
+        &crate::source::select::Selection::default(),
+    )?;
     let casters: Vec<Caster> = CANDIDATES
         .iter()
         .map(|ty| Caster::new(*ty, None, None))

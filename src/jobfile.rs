@@ -117,11 +117,15 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("target", "\"/data/orders\"", "the table directory (--target)"),
     ("inputs", "[\"incoming\"]", "files or directories to load, relative to the job file"),
     ("job", "\"orders\"", "the job's name (--job)"),
+    ("include", "[\"*.csv\"]", "globs an input below a directory must match one of (--include)"),
+    ("exclude", "[\"archive/**\"]", "globs no input below a directory may match (--exclude)"),
+    ("min_age", "\"5m\"", "leave inputs modified more recently for a later run (--min-age)"),
     ("partition_by", "[\"dt\"]", "Hive partition columns (--partition-by)"),
     ("delimiter", "\";\"", "the input delimiter, or \"tab\" (--delimiter)"),
     ("checkpoint_rows", "100000", "rows per checkpoint (--checkpoint-rows)"),
     ("max_errors", "10", "bad rows allowed into TABLE/_rejects/ (--max-errors)"),
     ("format", "\"parquet\"", "csv, jsonl or parquet (--format)"),
+    ("table_format", "\"delta\"", "hive (directories of files) or delta (a Delta Lake table) (--table-format)"),
     ("compression", "\"zstd\"", "none, gzip, zstd or snappy (--compression)"),
     ("target_file_size", "\"128M\"", "cut part files at about this size (--target-file-size)"),
     ("mode", "\"overwrite-partitions\"", "append or overwrite-partitions (--mode)"),
@@ -142,6 +146,13 @@ pub struct JobFile {
     #[serde(default)]
     pub inputs: Vec<PathBuf>,
     pub job: Option<String>,
+    /// Globs that choose the inputs below the directories (--include, --exclude).
+    #[serde(default)]
+    pub include: Vec<String>,
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// An input modified more recently waits for a later run (--min-age).
+    pub min_age: Option<String>,
     #[serde(default)]
     pub partition_by: Vec<String>,
     pub delimiter: Option<String>,
@@ -208,6 +219,33 @@ mod tests {
         text.push_str(&tables);
         let parsed: Result<JobFile, _> = toml::from_str(&text);
         assert!(parsed.is_ok(), "{text}\n{parsed:?}");
+    }
+
+    #[test]
+    fn every_key_the_parser_takes_is_documented() {
+        // serde names every field it expects when it meets one it does not.
+        let err = toml::from_str::<JobFile>("no_such_key = 1\n")
+            .expect_err("an unknown key is refused")
+            .to_string();
+        let expected = err
+            .split("expected one of ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("serde lists the fields: {err}"));
+        let documented: Vec<&str> = super::KEYS
+            .iter()
+            .map(|(k, _, _)| k.trim_matches(['[', ']']))
+            .collect();
+        let fields: Vec<&str> = expected
+            .split(", ")
+            .map(|f| f.trim().trim_matches('`'))
+            .collect();
+        assert!(fields.len() > 10, "{fields:?}");
+        for field in fields {
+            assert!(
+                documented.contains(&field),
+                "job-file key {field} is not in KEYS"
+            );
+        }
     }
 
     use super::*;

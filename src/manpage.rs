@@ -70,11 +70,11 @@ const EXPRESSIONS: &[(&str, &str)] = &[
 const JSON_FIELDS: &[(&str, &str)] = &[
     ("outcome", "loaded, nothing-to-load, recovered, nothing-to-recover, aborted, nothing-to-abort, dry-run; for a failed command failed, usage-error, locked or stopped"),
     ("job, run_id", "the job, and the run's id (null when nothing ran)"),
-    ("inputs_loaded, inputs_skipped, inputs_changed", "inputs read to the end; already loaded; (dry-run) loaded inputs whose content changed"),
+    ("inputs_loaded, inputs_skipped, inputs_changed, inputs_waiting", "inputs read to the end; already loaded; (dry-run) loaded inputs whose content changed; modified within --min-age, left for a later run"),
     ("rows_read, rows_written, rows_dropped, rows_rejected", "rows in, committed, dropped by a filter or dedupe, set aside in _rejects/ (for aborted: the rows removed)"),
     ("files_written, partitions, checkpoints, bytes_written", "what the run committed (for aborted: the files removed)"),
     ("elapsed_seconds, rows_per_second", "this process's time, and the rows it read per second"),
-    ("inputs", "(dry-run) every input: path, size, verdict (new, loaded, changed, copy), loaded_by"),
+    ("inputs", "(dry-run) every input: path, size, verdict (new, loaded, changed, copy, waiting), loaded_by"),
     ("exit_code, error, interrupted, recover_command, abort_command", "(a failed command) its exit status and message, and, when the job has an interrupted run, the commands that finish or undo it"),
 ];
 

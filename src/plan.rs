@@ -26,16 +26,28 @@ pub struct Plan {
     /// New paths whose content is a loaded input's, or an earlier new input's: a copy
     /// or a renamed file; (the input, the path it copies, the run that loaded that).
     pub copies: Vec<(Fingerprint, String, Option<String>)>,
+    /// Inputs modified within `--min-age`: left for a later run.
+    pub too_new: Vec<Fingerprint>,
 }
 
 /// Sorts the inputs `cfg` offers by what `manifest` says of them.
 pub fn plan(cfg: &LoadConfig, manifest: &Manifest) -> Result<Plan> {
     let mut plan = Plan::default();
-    for fingerprint in discover::discover(&cfg.inputs, &cfg.common.table)? {
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64);
+    for fingerprint in discover::discover(&cfg.inputs, &cfg.common.table, &cfg.select)? {
         if cfg
             .shard
             .is_some_and(|shard| !shard.keeps(&fingerprint.path))
         {
+            continue;
+        }
+        if cfg
+            .min_age
+            .is_some_and(|age| now_ns.saturating_sub(fingerprint.mtime_ns) < age.as_nanos() as i64)
+        {
+            plan.too_new.push(fingerprint);
             continue;
         }
         if cfg.reload {
@@ -175,6 +187,14 @@ fn dry_run_in(cfg: &LoadConfig, table: &std::path::Path, messages: Messages) -> 
             loaded_by: manifest.loaded_by(&input.path)?,
         });
     }
+    for input in &plan.too_new {
+        verdicts.push(InputVerdict {
+            path: input.path.clone(),
+            size: input.size,
+            verdict: "waiting",
+            loaded_by: None,
+        });
+    }
     for (input, _, run) in &plan.copies {
         verdicts.push(InputVerdict {
             path: input.path.clone(),
@@ -221,6 +241,7 @@ fn dry_run_in(cfg: &LoadConfig, table: &std::path::Path, messages: Messages) -> 
     );
     summary.inputs_loaded = plan.new.len() as u64;
     summary.inputs_changed = plan.changed.len() as u64;
+    summary.inputs_waiting = plan.too_new.len() as u64;
     summary.inputs = Some(verdicts);
     Ok(summary)
 }

@@ -96,6 +96,8 @@ pub struct Summary {
     pub inputs_skipped: u64,
     /// Inputs loaded before whose content changed (reported by `--dry-run`).
     pub inputs_changed: u64,
+    /// Inputs modified within `--min-age`, left for a later run.
+    pub inputs_waiting: u64,
     pub rows_read: u64,
     pub rows_written: u64,
     /// Rows a filter or dedupe dropped.
@@ -119,8 +121,9 @@ pub struct Summary {
 pub struct InputVerdict {
     pub path: String,
     pub size: u64,
-    /// `new`, `loaded`, `changed` (loaded before, with other content: refused) or `copy`
-    /// (the content of a loaded input, or of another input of this load: refused).
+    /// `new`, `loaded`, `changed` (loaded before, with other content: refused), `copy`
+    /// (the content of a loaded input, or of another input of this load: refused) or
+    /// `waiting` (modified within `--min-age`: left for a later run).
     pub verdict: &'static str,
     /// The run that loaded it, for `loaded` and `changed`.
     pub loaded_by: Option<String>,
@@ -147,7 +150,10 @@ impl Summary {
             for f in c.files.iter().filter(|f| !f.dest.starts_with("_rejects/")) {
                 summary.files_written += 1;
                 summary.bytes_written += f.size;
-                partitions.insert(f.dest.rsplit_once('/').map_or("", |(dir, _)| dir));
+                // A file at the table's root is in no partition (an unpartitioned table).
+                if let Some((dir, _)) = f.dest.rsplit_once('/') {
+                    partitions.insert(dir);
+                }
             }
         }
         summary.partitions = partitions.len() as u64;
@@ -194,8 +200,8 @@ impl Summary {
             ),
             _ => {
                 let mut line = format!(
-                    "{} {} rows ({} read, {} dropped, {} rejected) from {} input(s) into {} file(s) in \
-                     {} partition(s), {} checkpoint(s), {} in {:.2} s ({} rows/s)",
+                    "{} {} rows ({} read, {} dropped, {} rejected) from {} input(s) into {} file(s){}, \
+                     {} checkpoint(s), {} in {:.2} s ({} rows/s)",
                     self.outcome,
                     self.rows_written,
                     self.rows_read,
@@ -203,7 +209,10 @@ impl Summary {
                     self.rows_rejected,
                     self.inputs_loaded,
                     self.files_written,
-                    self.partitions,
+                    match self.partitions {
+                        0 => String::new(),
+                        n => format!(" in {n} partition(s)"),
+                    },
                     self.checkpoints,
                     HumanBytes(self.bytes_written),
                     self.elapsed_seconds,
@@ -211,6 +220,9 @@ impl Summary {
                 );
                 if self.inputs_skipped > 0 {
                     line.push_str(&format!("; {} input(s) already loaded", self.inputs_skipped));
+                }
+                if self.inputs_waiting > 0 {
+                    line.push_str(&format!("; {} input(s) too new (--min-age)", self.inputs_waiting));
                 }
                 line
             }

@@ -201,6 +201,13 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     }
 
     let plan = plan(cfg, &manifest)?;
+    if let (Some(age), false) = (cfg.min_age, plan.too_new.is_empty()) {
+        messages.note(&format!(
+            "{} input(s) modified less than {} ago wait for a later run (--min-age)",
+            plan.too_new.len(),
+            humantime::format_duration(age)
+        ));
+    }
     if let Some((input, original, run)) = plan.copies.first() {
         let by = match run {
             Some(run) => format!("loaded by run {run}"),
@@ -223,13 +230,12 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         );
     }
     let skipped = plan.loaded.len() as u64;
+    let waiting = plan.too_new.len() as u64;
     if plan.new.is_empty() {
-        return Ok(Summary::nothing(
-            "nothing-to-load",
-            &common.job,
-            skipped,
-            started.elapsed(),
-        ));
+        let mut summary =
+            Summary::nothing("nothing-to-load", &common.job, skipped, started.elapsed());
+        summary.inputs_waiting = waiting;
+        return Ok(summary);
     }
     if layout.remote.is_none() {
         check_space(common, &plan.new)?;
@@ -327,6 +333,7 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     let mut summary =
         Summary::from_log("loaded", &common.job, &log, started.elapsed()).with_rate(rows_here);
     summary.inputs_skipped = skipped;
+    summary.inputs_waiting = waiting;
     after_signal(summary, common)
 }
 

@@ -33,6 +33,7 @@ mod s3_delta;
 #[cfg(feature = "s3")]
 mod s3_table;
 mod scripting;
+mod select;
 mod shard;
 mod stages;
 mod symlinks;

@@ -1,6 +1,6 @@
-//! Finds the inputs (files, or directories walked in sorted order, hidden entries
-//! skipped; objects, or key prefixes listed in key order) and fingerprints them from
-//! their metadata.
+//! Finds the inputs (files, or directories walked in sorted order; objects, or key
+//! prefixes listed in key order), keeps those `select.rs` chooses (never a hidden name
+//! below a directory or prefix), and fingerprints them from their metadata.
 
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use walkdir::WalkDir;
 
+use super::select::Selection;
 use crate::protocol::Fingerprint;
 use crate::storage::url;
 
@@ -16,15 +17,24 @@ use crate::storage::url;
 /// objects (`s3://` URLs): argument order, then sorted path (key) order inside each
 /// directory (prefix); an input named twice is read once. Nothing under `exclude` (the
 /// target table) is ever an input, so a table kept inside its input directory does not
-/// load itself.
-pub fn discover(args: &[PathBuf], exclude: &Path) -> Result<Vec<Fingerprint>> {
+/// load itself. Below a directory or prefix, only what `select` takes.
+pub fn discover(args: &[PathBuf], exclude: &Path, select: &Selection) -> Result<Vec<Fingerprint>> {
     let exclude = exclude.canonicalize().ok();
     let mut seen = HashSet::new();
     let mut files = Vec::new();
     let mut found = Vec::new();
     for arg in args {
         if url::is_url_path(arg) {
+            let prefix = arg.to_string_lossy().trim_end_matches('/').to_string();
             for object in list_objects(arg)? {
+                // Empty for the object the argument names itself: taken as named.
+                let rel = object
+                    .path
+                    .strip_prefix(&prefix)
+                    .map_or("", |rel| rel.trim_start_matches('/'));
+                if !rel.is_empty() && !select.takes(rel) {
+                    continue;
+                }
                 if seen.insert(PathBuf::from(&object.path)) {
                     found.push(object);
                 }
@@ -49,9 +59,15 @@ pub fn discover(args: &[PathBuf], exclude: &Path) -> Result<Vec<Fingerprint>> {
             for entry in walk {
                 let entry = entry
                     .with_context(|| format!("cannot walk input directory {}", arg.display()))?;
-                if entry.file_type().is_file() {
-                    push_canonical(entry.path(), exclude.as_deref(), &mut seen, &mut files)?;
+                if !entry.file_type().is_file() {
+                    continue;
                 }
+                let rel = entry.path().strip_prefix(&root).unwrap_or(entry.path());
+                // A name that is not UTF-8 is taken here and refused by name below.
+                if rel.to_str().is_some_and(|rel| !select.takes(rel)) {
+                    continue;
+                }
+                push_canonical(entry.path(), exclude.as_deref(), &mut seen, &mut files)?;
             }
         } else {
             push_canonical(arg, exclude.as_deref(), &mut seen, &mut files)?;
@@ -83,7 +99,7 @@ fn no_object_storage() -> anyhow::Error {
 }
 
 fn is_hidden(name: &std::ffi::OsStr) -> bool {
-    name.as_encoded_bytes().first() == Some(&b'.')
+    matches!(name.as_encoded_bytes().first(), Some(b'.' | b'_'))
 }
 
 fn push_canonical(
@@ -160,6 +176,8 @@ mod tests {
             "sub/c.csv",
             ".git/x.csv",
             "sub/.y.csv",
+            "_SUCCESS",
+            "_temporary/0/part.csv",
         ] {
             let path = root.join(name);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -168,6 +186,7 @@ mod tests {
         let found = discover(
             &[root.to_path_buf(), root.join("a.csv")],
             Path::new("/nonexistent"),
+            &Selection::default(),
         )
         .unwrap();
         let canonical_root = root.canonicalize().unwrap();
@@ -187,7 +206,12 @@ mod tests {
 
     #[test]
     fn a_missing_input_is_a_clear_error() {
-        let err = discover(&[PathBuf::from("/no/such/input.csv")], Path::new("t")).unwrap_err();
+        let err = discover(
+            &[PathBuf::from("/no/such/input.csv")],
+            Path::new("t"),
+            &Selection::default(),
+        )
+        .unwrap_err();
         assert!(
             format!("{err:#}").starts_with("input /no/such/input.csv cannot be read"),
             "{err:#}"

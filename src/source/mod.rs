@@ -11,6 +11,7 @@ mod prefetch;
 mod quoted_records;
 mod quotes;
 pub mod reader;
+pub mod select;
 mod specials;
 
 use std::path::Path;
