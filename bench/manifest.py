@@ -16,6 +16,11 @@ loading them into a fresh copy each time: it runs on a copy of the table). With
 histories are built and measured with it too, up to the largest H it can do in
 reasonable time. Files live under --work (1,000,000 files take ~4 GB of inodes).
 
+With `--jobs N` (issue 40.3), each history is measured once more with N jobs in the
+table: the job's state copied to N - 1 more jobs (each then holds H loaded inputs too),
+so a run's new inputs are also looked up in N - 1 other manifests, as exactly-once per
+table asks. An old build (`--old`) does not look, which gives the single-job figure.
+
 With `--s3`, the same histories are measured as tables in a bucket: SeaweedFS started on
 127.0.0.1 by `.ci/s3-store`, each history's job state (manifest head and segments, as a
 working copy holds them) put into the bucket, and the two runs made on a fresh machine
@@ -179,6 +184,7 @@ def main():
     ap.add_argument("--old", help="an ingest built before manifest segments, for comparison")
     ap.add_argument("--old-max", type=int, default=100_000, help="largest history built with --old")
     ap.add_argument("--work", default="/tmp/ingest-manifest-bench")
+    ap.add_argument("--jobs", type=int, default=1, help="also measure with this many jobs in the table")
     ap.add_argument("--s3", action="store_true", help="the table in a bucket, on fresh machines")
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -221,6 +227,20 @@ def main():
             print(f"| {label} | {history:,} | {new_s:.2f} | {new_rss:.0f} | {re_s:.2f} | {re_rss:.0f} | "
                   f"{recent:.2f} |")
             sys.stdout.flush()
+            if args.jobs > 1 and history:
+                state = os.path.join(table, "_ingest")
+                clones = [os.path.join(state, f"job{j}") for j in range(1, args.jobs)]
+                for clone in clones:
+                    shutil.copytree(os.path.join(state, "default"), clone,
+                                    ignore=shutil.ignore_patterns("lock", "journal"))
+                m = measure(binary, table, args.work, history)
+                new_s, new_rss = m["new"]
+                re_s, re_rss = m.get("reoffer", (float("nan"), float("nan")))
+                print(f"| {label}, {args.jobs} jobs | {history:,} each | {new_s:.2f} | {new_rss:.0f} | "
+                      f"{re_s:.2f} | {re_rss:.0f} | |")
+                sys.stdout.flush()
+                for clone in clones:
+                    shutil.rmtree(clone)
         shutil.rmtree(table, ignore_errors=True)
 
 

@@ -103,6 +103,13 @@ pub struct Cli {
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
 
+    /// An input that cannot load (unreadable, a header the table refuses, changed since
+    /// it was loaded, more bad rows than --max-errors) fails the run, or is set aside
+    /// while the others load (exit 3; --status lists it; retried once it changes)
+    /// [default: fail]
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub on_bad_input: Option<crate::options::OnBadInput>,
+
     /// Start a new part file once one reaches about SIZE bytes (e.g. 128M)
     #[arg(long, value_name = "SIZE")]
     pub target_file_size: Option<String>,
@@ -265,8 +272,9 @@ pub struct Cli {
 }
 
 /// Flags that only make sense for a load.
-const LOAD_ONLY: [&str; 30] = [
+const LOAD_ONLY: [&str; 31] = [
     "compression",
+    "on_bad_input",
     "include",
     "exclude",
     "min_age",

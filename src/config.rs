@@ -107,6 +107,9 @@ pub struct RunOptions {
     /// JSON lines: what a key the sampled objects did not have does to its row.
     #[serde(default)]
     pub json_new_keys: NewKeys,
+    /// An input that cannot load fails the run, or is quarantined.
+    #[serde(default)]
+    pub on_bad_input: crate::options::OnBadInput,
 }
 
 /// What a JSON lines key that is not a column does (`--json-new-keys`).
@@ -443,6 +446,7 @@ impl Command {
                 },
                 mode,
                 json_new_keys: cli.json_new_keys.or(file.json_new_keys).unwrap_or_default(),
+                on_bad_input: cli.on_bad_input.or(file.on_bad_input).unwrap_or_default(),
             },
         })))
     }

@@ -236,9 +236,48 @@ pub fn settle(
         write(proposed)?;
         return Ok(Settled::Recorded);
     };
+    let differences = match judge(&stored.contract, proposed, evolve) {
+        Ok(Verdict::Matches) => return Ok(Settled::Matches),
+        Ok(Verdict::Evolves) => {
+            let before = std::fs::read_to_string(path(table))
+                .with_context(|| format!("cannot read {}", path(table).display()))?;
+            write(proposed)?;
+            return Ok(Settled::Evolved(before));
+        }
+        Err(differences) => differences,
+    };
     let recorded = &stored.contract;
+    bail!(
+        "this load does not fit table {}'s contract ({}/_ingest/contract.json, recorded by job \
+         {:?}, run {}):\n  \
+         table:     {}\n  this load: {}\n{}\nload into another table, or change the load \
+         (a cast, a rename, a drop) to match",
+        shown,
+        shown,
+        stored.recorded_by.job,
+        stored.recorded_by.run_id,
+        recorded.describe(),
+        proposed.describe(),
+        differences
+            .iter()
+            .map(|d| format!("  - {d}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    )
+}
+
+/// How a load's contract meets the recorded one.
+enum Verdict {
+    Matches,
+    /// It adds columns after the recorded ones, as `--evolve add-columns` allows.
+    Evolves,
+}
+
+/// Compares a load's contract with the recorded one; the differences when they do not
+/// fit.
+fn judge(recorded: &Contract, proposed: &Contract, evolve: Evolve) -> Result<Verdict, Vec<String>> {
     if recorded == proposed {
-        return Ok(Settled::Matches);
+        return Ok(Verdict::Matches);
     }
     let mut differences = Vec::new();
     if recorded.format != proposed.format {
@@ -269,10 +308,7 @@ pub fn settle(
     let prefix = new.len() > old.len() && new[..old.len()] == old[..];
     if old != new {
         if prefix && evolve == Evolve::AddColumns && differences.is_empty() {
-            let before = std::fs::read_to_string(path(table))
-                .with_context(|| format!("cannot read {}", path(table).display()))?;
-            write(proposed)?;
-            return Ok(Settled::Evolved(before));
+            return Ok(Verdict::Evolves);
         }
         if prefix {
             let added: Vec<String> = new[old.len()..]
@@ -288,23 +324,18 @@ pub fn settle(
             differences.extend(column_differences(old, new));
         }
     }
-    bail!(
-        "this load does not fit table {}'s contract ({}/_ingest/contract.json, recorded by job \
-         {:?}, run {}):\n  \
-         table:     {}\n  this load: {}\n{}\nload into another table, or change the load \
-         (a cast, a rename, a drop) to match",
-        shown,
-        shown,
-        stored.recorded_by.job,
-        stored.recorded_by.run_id,
-        recorded.describe(),
-        proposed.describe(),
-        differences
-            .iter()
-            .map(|d| format!("  - {d}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    )
+    Err(differences)
+}
+
+/// Why table `table`'s recorded contract refuses `proposed`, if it does; records
+/// nothing (for choosing among inputs before one is settled).
+pub fn refusal(table: &Path, proposed: &Contract, evolve: Evolve) -> Result<Option<String>> {
+    let Some(stored) = load_stored(table)? else {
+        return Ok(None);
+    };
+    Ok(judge(&stored.contract, proposed, evolve)
+        .err()
+        .map(|d| d.join("; ")))
 }
 
 /// The differences between two column lists, by name: missing, added, retyped, moved.

@@ -14,6 +14,8 @@ pub enum Exit {
     Failure = 1,
     /// The command line is wrong.
     Usage = 2,
+    /// Loaded, but some inputs were set aside (`--on-bad-input quarantine`).
+    Quarantined = 3,
     /// Another `ingest` of the same job holds the table's lock (EX_TEMPFAIL).
     Locked = 75,
     /// Stopped by SIGINT at a checkpoint boundary; resumable with `--recover`.
@@ -32,6 +34,10 @@ pub const TABLE: &[(u8, &str)] = &[
         "the run failed; the message says what, where and what to do",
     ),
     (2, "usage error"),
+    (
+        3,
+        "loaded, but some inputs were quarantined (--on-bad-input quarantine); --json lists them under \"quarantined\"",
+    ),
     (
         75,
         "another ingest of the same job holds the table's lock (EX_TEMPFAIL: cron may retry later)",
@@ -161,6 +167,7 @@ mod tests {
             Exit::Success,
             Exit::Failure,
             Exit::Usage,
+            Exit::Quarantined,
             Exit::Locked,
             Exit::Interrupted,
             Exit::StdoutClosed,

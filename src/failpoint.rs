@@ -36,6 +36,7 @@ pub const POINTS: &[&str] = &[
     "run.finished.after",
     "manifest.fold.before",
     "manifest.fold.after",
+    "quarantine.after",
     "abort.started.after",
     "abort.remove.mid",
     "abort.removed.after",

@@ -129,6 +129,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("compression", "\"zstd\"", "none, gzip, zstd or snappy (--compression)"),
     ("target_file_size", "\"128M\"", "cut part files at about this size (--target-file-size)"),
     ("mode", "\"overwrite-partitions\"", "append or overwrite-partitions (--mode)"),
+    ("on_bad_input", "\"quarantine\"", "fail, or set aside an input that cannot load and load the others (--on-bad-input)"),
     ("evolve", "\"add-columns\"", "let the load add columns to the table contract (--evolve)"),
     ("json_new_keys", "\"drop\"", "JSON lines: a key the sampled objects lacked is an error or dropped (--json-new-keys)"),
     ("dedupe_key", "[\"order_id\"]", "keep the first row of each key in the run (--dedupe-key)"),
@@ -163,6 +164,8 @@ pub struct JobFile {
     pub compression: Option<crate::options::Compression>,
     pub target_file_size: Option<String>,
     pub mode: Option<crate::options::Mode>,
+    /// `fail` (default) or `quarantine` (--on-bad-input).
+    pub on_bad_input: Option<crate::options::OnBadInput>,
     /// JSON lines: `error` (default) or `drop` for keys the sample did not have.
     pub json_new_keys: Option<crate::config::NewKeys>,
     /// How the load may change the table's contract (`add-columns`).

@@ -47,6 +47,9 @@ pub enum Record {
     CheckpointComplete(Checkpoint),
     /// Every staged file of the checkpoint is published and its directories are fsynced.
     Committed { checkpoint: u64 },
+    /// `--on-bad-input quarantine`: an input of the run is set aside; the run goes on
+    /// from its last completed checkpoint without it (`quarantine.rs`).
+    Quarantined(crate::quarantine::Quarantine),
     /// Overwrite mode, after the last commit: every partition the run wrote to is assembled
     /// in its shadow directory, about to be exchanged with the live one.
     Exchange { partitions: Vec<Swap> },
@@ -136,6 +139,8 @@ pub struct RunLog {
     pub aborting: bool,
     /// `Aborted` is journaled (then `finished` too): nothing of the run remains.
     pub aborted: bool,
+    /// Inputs of the run set aside (`--on-bad-input quarantine`), in the order met.
+    pub quarantined: Vec<crate::quarantine::Quarantine>,
 }
 
 impl RunLog {
@@ -158,6 +163,7 @@ impl RunLog {
             finished: false,
             aborting: false,
             aborted: false,
+            quarantined: Vec::new(),
         };
         for record in records {
             match record {
@@ -166,6 +172,7 @@ impl RunLog {
                 Record::Committed { checkpoint } => {
                     log.committed.insert(checkpoint);
                 }
+                Record::Quarantined(q) => log.quarantined.push(q),
                 Record::Exchange { partitions } => log.exchange = Some(partitions),
                 Record::Exchanged => log.exchanged = true,
                 Record::RunFinished { .. } => log.finished = true,
@@ -182,6 +189,11 @@ impl RunLog {
     /// The last completed checkpoint, where a resumed run picks up.
     pub fn last_checkpoint(&self) -> Option<&Checkpoint> {
         self.checkpoints.last()
+    }
+
+    /// Whether input `index` of the run was set aside.
+    pub fn is_quarantined(&self, index: usize) -> bool {
+        self.quarantined.iter().any(|q| q.input == index)
     }
 
     /// Completed checkpoints whose files may not all be published yet.

@@ -54,6 +54,7 @@ pub mod plan;
 pub mod prefetch;
 pub mod progress;
 pub mod protocol;
+pub mod quarantine;
 pub mod recover;
 pub mod report;
 pub mod run;

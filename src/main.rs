@@ -30,6 +30,9 @@ fn main() -> ExitCode {
                     return ExitCode::from(Exit::Failure.code());
                 }
             }
+            if summaries.iter().any(|s| !s.quarantined.is_empty()) {
+                return ExitCode::from(Exit::Quarantined.code());
+            }
             ExitCode::SUCCESS
         }
         Ok(None) => ExitCode::SUCCESS,

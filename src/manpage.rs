@@ -74,7 +74,9 @@ const JSON_FIELDS: &[(&str, &str)] = &[
     ("rows_read, rows_written, rows_dropped, rows_rejected", "rows in, committed, dropped by a filter or dedupe, set aside in _rejects/ (for aborted: the rows removed)"),
     ("files_written, partitions, checkpoints, bytes_written", "what the run committed (for aborted: the files removed)"),
     ("elapsed_seconds, rows_per_second", "this process's time, and the rows it read per second"),
-    ("inputs", "(dry-run) every input: path, size, verdict (new, loaded, changed, copy, waiting), loaded_by"),
+    ("inputs_in_quarantine", "inputs set aside by earlier runs and unchanged since: skipped"),
+    ("quarantined", "the inputs this run set aside (--on-bad-input quarantine; exit 3): path, reason, committed_through_line (its rows through that line are in the table; 0: none)"),
+    ("inputs", "(dry-run) every input: path, size, verdict (new, loaded, changed, copy, waiting, quarantined), loaded_by"),
     ("exit_code, error, interrupted, recover_command, abort_command", "(a failed command) its exit status and message, and, when the job has an interrupted run, the commands that finish or undo it"),
 ];
 
@@ -82,6 +84,7 @@ const RUNBOOK: &[(&str, &str)] = &[
     ("1. ingest -t TABLE --status", "shows each job's interrupted run, what --recover would do and what --abort would remove, file by file"),
     ("2. ingest -t TABLE --recover", "publishes every checkpoint that completed, discards the rest and resumes to the end, for every interrupted job (--job NAME or --config FILE for one); it may itself be interrupted and rerun"),
     ("3. ingest -t TABLE [--job NAME] --abort", "when the run should not finish (an input was fixed, say): removes what it published and staged, only what its journal names with the journaled sizes; its inputs count as not loaded; crash-safe, finished by --abort or --recover; an overwrite whose exchange began is left to --recover"),
+    ("a quarantined input", "--status lists it with its reason; fix or replace the file and the next run tries it again (a loaded input that changed needs --reload)"),
     ("a changed input", "--recover refuses it and loads nothing twice: restore the file and recover, or abort the run and load the new file"),
     ("a full disk", "the run fails cleanly with nothing of the failing checkpoint visible; free space and --recover"),
     ("a symbolic link inside the table", "refused, naming it; remove it and rerun"),

@@ -54,6 +54,19 @@ pub enum Mode {
     OverwritePartitions,
 }
 
+/// What an input that cannot load does to the run (`--on-bad-input`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnBadInput {
+    /// The run fails, naming the input and what is wrong with it
+    #[default]
+    Fail,
+    /// The input is set aside (quarantined) and the others load; exit 3
+    Quarantine,
+}
+
 /// Output compression of data files.
 #[derive(
     Debug,

@@ -64,6 +64,8 @@ pub struct Spec<'a> {
     pub rejects_before: u64,
     /// Threads parsing at once (`--threads`).
     pub threads: usize,
+    /// Inputs of the run set aside (`--on-bad-input quarantine`): never read.
+    pub skip: std::collections::BTreeSet<usize>,
 }
 
 /// A stage with the id its snapshots are filed under.
@@ -132,6 +134,7 @@ fn sink_for(spec: &Spec, schema: &Schema, first_checkpoint: u64) -> Result<Table
             inputs: run.inputs.iter().map(|i| i.path.clone()).collect(),
             max: spec.max_errors,
             before: rejects_before,
+            per_input: run.options.on_bad_input == crate::options::OnBadInput::Quarantine,
         },
     )
 }
@@ -183,6 +186,7 @@ pub fn validate(layout: &JobLayout, run: &RunStarted, columns: &[String]) -> Res
         max_errors: run.options.max_errors,
         rejects_before: 0,
         threads: 1,
+        skip: Default::default(),
     };
     let (_, schema) = build_stages(&spec)?;
     sink_for(&spec, &schema, 1)?;
@@ -218,6 +222,7 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
         workers,
         first_checkpoint,
         resume: spec.resume.map(|c| c.position.clone()),
+        skip: spec.skip.clone(),
         counters: spec.counters.clone(),
     };
     let nstages = stages.len();
@@ -319,11 +324,7 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
             errors.push(e);
         }
         // Secondary errors ("the pipeline stopped") only echo the first real one.
-        let is_echo = |e: &anyhow::Error| {
-            let text = e.to_string();
-            text == "the pipeline stopped" || text == "the coordinator stopped"
-        };
-        if let Some(pos) = errors.iter().position(|e| !is_echo(e)) {
+        if let Some(pos) = errors.iter().position(|e| !crate::quarantine::is_echo(e)) {
             return Err(errors.swap_remove(pos));
         }
         if let Some(e) = errors.into_iter().next() {

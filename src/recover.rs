@@ -15,7 +15,7 @@
 
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::checkpoint;
 use crate::config::Common;
@@ -152,24 +152,56 @@ pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> 
         return crate::abort::undo(&layout, &log, replay.valid_len, messages, started);
     }
     let mut journal = Journal::open_append(&layout, replay.valid_len)?;
-    let run_id = log.started.run_id.clone();
+    let rows_here = run_to_end(&layout, &mut journal, common, max_errors, messages, true)?;
+    let log = run::finish(&layout, &mut journal, &mut manifest)?;
+    let mut summary =
+        Summary::from_log("recovered", &common.job, &log, started.elapsed()).with_rate(rows_here);
+    summary.quarantined = crate::quarantine::of_run(&log);
+    run::after_signal(summary, common)
+}
 
-    for completed in log.uncommitted() {
-        checkpoint::commit(&mut journal, &layout, completed, &log.started)?;
-    }
-    let last = log.last_checkpoint();
+/// Takes the interrupted run in `journal` to its end: publishes its completed
+/// checkpoints, discards what never completed, and resumes the source after the last
+/// completed checkpoint (steps 2-5 above). Under `--on-bad-input quarantine`, an input
+/// that fails is journaled as set aside and the run resumes again without it, at most
+/// once per input. `recovering` says a recovery is resuming another process's run (and
+/// says so); otherwise a load goes on after setting an input aside. Returns the rows
+/// this process read.
+pub fn run_to_end(
+    layout: &JobLayout,
+    journal: &mut Journal,
+    common: &Common,
+    max_errors: Option<u64>,
+    messages: Messages,
+    recovering: bool,
+) -> Result<u64> {
     let mut rows_here = 0;
-    let unknown = pending::discard_incomplete(&layout, &run_id, last.map_or(0, |c| c.checkpoint))?;
-    for path in unknown
-        .iter()
-        .chain(&pending::foreign_runs(&layout, Some(&run_id))?)
-    {
-        messages.note(&format!("left alone: {path} (not owned by run {run_id})"));
-    }
-
-    if !last.is_some_and(|c| c.last) {
+    let mut passes = 0;
+    loop {
+        let log = journal::replay(&layout.journal())?
+            .log
+            .context("the journal lost its run")?;
+        let run_id = log.started.run_id.clone();
+        for completed in log.uncommitted() {
+            checkpoint::commit(journal, layout, completed, &log.started)?;
+        }
+        let last = log.last_checkpoint();
+        let unknown =
+            pending::discard_incomplete(layout, &run_id, last.map_or(0, |c| c.checkpoint))?;
+        for path in unknown
+            .iter()
+            .chain(&pending::foreign_runs(layout, Some(&run_id))?)
+        {
+            messages.note(&format!("left alone: {path} (not owned by run {run_id})"));
+        }
+        if last.is_some_and(|c| c.last) {
+            return Ok(rows_here);
+        }
         let from = last.map_or(0, |c| c.position.input);
-        for recorded in &log.started.inputs[from.min(log.started.inputs.len())..] {
+        for (index, recorded) in log.started.inputs.iter().enumerate().skip(from) {
+            if log.is_quarantined(index) {
+                continue;
+            }
             let now = discover::fingerprint(std::path::Path::new(&recorded.path));
             match now {
                 Ok(now) if now.same_metadata(recorded) => {}
@@ -199,30 +231,32 @@ pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> 
             );
             return Err(Stopped { signal, detail }.into());
         }
-        let within = last
-            .map(|c| &c.position)
-            .filter(|p| p.offset > 0)
-            .and_then(|p| {
-                let input = log.started.inputs.get(p.input)?;
-                Some(format!(
-                    ", at byte {} of {} (read again from byte {})",
-                    p.offset,
-                    input.path,
-                    source::reread_from(p)
-                ))
-            })
-            .unwrap_or_default();
-        messages.note(&format!(
-            "resuming run {run_id} after checkpoint {}{within}",
-            last.map_or(0, |c| c.checkpoint)
-        ));
+        if recovering && passes == 0 {
+            let within = last
+                .map(|c| &c.position)
+                .filter(|p| p.offset > 0)
+                .and_then(|p| {
+                    let input = log.started.inputs.get(p.input)?;
+                    Some(format!(
+                        ", at byte {} of {} (read again from byte {})",
+                        p.offset,
+                        input.path,
+                        source::reread_from(p)
+                    ))
+                })
+                .unwrap_or_default();
+            messages.note(&format!(
+                "resuming run {run_id} after checkpoint {}{within}",
+                last.map_or(0, |c| c.checkpoint)
+            ));
+        }
         let inputs = &log.started.inputs;
         let total: u64 = inputs.iter().map(|i| i.size).sum();
         let resumed_at = last.map_or(0, |c| c.position.input);
         let done: u64 = inputs.iter().take(resumed_at).map(|i| i.size).sum();
         let progress = Progress::start(common.progress, common.quiet, total, done);
         let spec = pipeline::Spec {
-            layout: &layout,
+            layout,
             run: &log.started,
             columns,
             resume: last,
@@ -231,17 +265,21 @@ pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> 
             max_errors: max_errors.unwrap_or(log.started.options.max_errors),
             rejects_before: log.checkpoints.iter().map(|c| c.rejects).sum(),
             threads: common.threads,
+            skip: log.quarantined.iter().map(|q| q.input).collect(),
         };
-        let outcome = pipeline::execute(spec, &mut journal);
-        rows_here = progress
+        let outcome = pipeline::execute(spec, journal);
+        rows_here += progress
             .counters
             .rows
             .load(std::sync::atomic::Ordering::Relaxed);
         progress.finish();
-        outcome.map_err(|e| run::stopped(e, common, &layout))?;
+        match outcome {
+            Err(e) if passes < inputs.len() && crate::quarantine::sets_aside(&log, &e) => {
+                crate::quarantine::set_aside(journal, layout, &e, messages)?;
+                passes += 1;
+            }
+            Err(e) => return Err(run::stopped(e, common, layout)),
+            Ok(()) => return Ok(rows_here),
+        }
     }
-    let log = run::finish(&layout, &mut journal, &mut manifest)?;
-    let summary =
-        Summary::from_log("recovered", &common.job, &log, started.elapsed()).with_rate(rows_here);
-    run::after_signal(summary, common)
 }

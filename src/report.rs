@@ -98,6 +98,10 @@ pub struct Summary {
     pub inputs_changed: u64,
     /// Inputs modified within `--min-age`, left for a later run.
     pub inputs_waiting: u64,
+    /// Inputs set aside by earlier runs and unchanged since: skipped.
+    pub inputs_in_quarantine: u64,
+    /// Inputs this run set aside (`--on-bad-input quarantine`); the exit code is 3.
+    pub quarantined: Vec<crate::quarantine::Quarantined>,
     pub rows_read: u64,
     pub rows_written: u64,
     /// Rows a filter or dedupe dropped.
@@ -163,6 +167,30 @@ impl Summary {
         summary
     }
 
+    /// What the summary line says of quarantined inputs: this run's, by name and
+    /// reason, and how many earlier ones wait unchanged.
+    fn quarantine_note(&self) -> String {
+        let mut note = String::new();
+        if !self.quarantined.is_empty() {
+            note.push_str(&format!(
+                "; quarantined {} input(s): {}",
+                self.quarantined.len(),
+                self.quarantined
+                    .iter()
+                    .map(|q| q.path.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if self.inputs_in_quarantine > 0 {
+            note.push_str(&format!(
+                "; {} input(s) wait in quarantine, unchanged (--status lists them)",
+                self.inputs_in_quarantine
+            ));
+        }
+        note
+    }
+
     /// A summary for a command that found nothing to do.
     pub fn nothing(outcome: &'static str, job: &str, skipped: u64, elapsed: Duration) -> Summary {
         Summary {
@@ -183,7 +211,11 @@ impl Summary {
     /// The one-line human summary.
     pub fn line(&self) -> String {
         match self.outcome {
-            "nothing-to-load" => format!("nothing to load: {} input(s) already loaded", self.inputs_skipped),
+            "nothing-to-load" => format!(
+                "nothing to load: {} input(s) already loaded{}",
+                self.inputs_skipped,
+                self.quarantine_note()
+            ),
             "nothing-to-recover" => "nothing to recover".to_string(),
             "nothing-to-abort" => "nothing to abort: no run is interrupted".to_string(),
             "aborted" => format!(
@@ -224,6 +256,7 @@ impl Summary {
                 if self.inputs_waiting > 0 {
                     line.push_str(&format!("; {} input(s) too new (--min-age)", self.inputs_waiting));
                 }
+                line.push_str(&self.quarantine_note());
                 line
             }
         }

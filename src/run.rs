@@ -15,7 +15,7 @@ use crate::failpoint;
 use crate::fsutil::{self, LockError};
 use crate::journal::{self, Journal, Record, RunLog, RunStarted};
 use crate::manifest::Manifest;
-use crate::options::{Mode, TableFormat};
+use crate::options::{Mode, OnBadInput, TableFormat};
 use crate::pipeline;
 use crate::plan::{dry_run, json_types, plan};
 use crate::progress::Progress;
@@ -200,7 +200,7 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         }
     }
 
-    let plan = plan(cfg, &manifest)?;
+    let mut plan = plan(cfg, &layout, &manifest)?;
     if let (Some(age), false) = (cfg.min_age, plan.too_new.is_empty()) {
         messages.note(&format!(
             "{} input(s) modified less than {} ago wait for a later run (--min-age)",
@@ -208,48 +208,94 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
             humantime::format_duration(age)
         ));
     }
+    let quarantining = cfg.options.on_bad_input == OnBadInput::Quarantine;
+    // Inputs set aside before the run: (input, why, rows of its path are in the table).
+    let mut set_aside: Vec<(Fingerprint, String, bool)> = Vec::new();
+    if quarantining {
+        for (input, original, run) in plan.copies.drain(..) {
+            let why = copy_refusal(&input, &original, run.as_deref());
+            set_aside.push((input, why, false));
+        }
+        for (input, was) in plan.changed.drain(..) {
+            let why = change_refusal(&input, &was);
+            set_aside.push((input, why, true));
+        }
+        for elsewhere in plan.elsewhere.drain(..) {
+            let why = elsewhere.refusal(&common.job);
+            set_aside.push((elsewhere.input, why, true));
+        }
+    }
+    if let Some(elsewhere) = plan.elsewhere.first() {
+        bail!("{}", elsewhere.refusal(&common.job));
+    }
     if let Some((input, original, run)) = plan.copies.first() {
-        let by = match run {
-            Some(run) => format!("loaded by run {run}"),
-            None => "also in this load".to_string(),
-        };
-        bail!(
-            "input {} has the same content as {original} ({by}): a copy or a renamed file would \
-             load its rows twice; pass --reload to load it anyway, or move it aside",
-            input.path
-        );
+        bail!("{}", copy_refusal(input, original, run.as_deref()));
     }
     if let Some((input, was)) = plan.changed.first() {
-        bail!(
-            "input {} changed since run {} loaded it ({} bytes then, {} now); loading it again \
-             would duplicate its old rows: pass --reload to load it again in full, or move it aside",
-            input.path,
-            was.run_id,
-            was.fingerprint.size,
-            input.size
-        );
+        bail!("{}", change_refusal(input, was));
     }
     let skipped = plan.loaded.len() as u64;
     let waiting = plan.too_new.len() as u64;
+    let in_quarantine = plan.in_quarantine.len() as u64;
+    if layout.remote.is_none() && !plan.new.is_empty() {
+        check_space(common, &plan.new)?;
+    }
+    // The run's columns: the first input's header (a JSON sample). Quarantining, an
+    // input whose header cannot be read or that the table's contract refuses is set
+    // aside, and the next one's is tried.
+    let (columns, options, schema) = loop {
+        let columns = match read_columns(&plan.new, cfg) {
+            Ok(columns) => columns,
+            Err((index, e)) if quarantining => {
+                let input = plan.new.remove(index);
+                set_aside.push((input, format!("{e:#}"), false));
+                continue;
+            }
+            Err((_, e)) => return Err(e),
+        };
+        let prepared = prepare(&layout, cfg, &plan.new, &columns)?;
+        if quarantining && !columns.is_empty() && !source::is_jsonl_load(&plan.new) {
+            let proposed = Contract::of(&prepared.1, &prepared.0);
+            if let Some(why) = contract::refusal(&common.table, &proposed, cfg.evolve)? {
+                let index = first_with_header(&plan.new, cfg)?;
+                let input = plan.new.remove(index);
+                let why = format!(
+                    "{}: its header does not fit table {}'s contract: {why}",
+                    input.path,
+                    layout.table_name()
+                );
+                set_aside.push((input, why, false));
+                continue;
+            }
+        }
+        break (columns, prepared.0, prepared.1);
+    };
+    let mut quarantined = Vec::new();
+    if !set_aside.is_empty() {
+        manifest.quarantine(
+            &layout.manifest(),
+            &format!("quarantine-{}", new_run_id()),
+            &set_aside,
+        )?;
+        if let Some(remote) = &layout.remote {
+            remote.push()?;
+        }
+        for (input, reason, _) in &set_aside {
+            messages.note(&format!("quarantined {}: {reason}", input.path));
+            quarantined.push(crate::quarantine::Quarantined {
+                path: input.path.clone(),
+                reason: reason.clone(),
+                committed_through_line: 0,
+            });
+        }
+    }
     if plan.new.is_empty() {
         let mut summary =
             Summary::nothing("nothing-to-load", &common.job, skipped, started.elapsed());
         summary.inputs_waiting = waiting;
+        summary.inputs_in_quarantine = in_quarantine;
+        summary.quarantined = quarantined;
         return Ok(summary);
-    }
-    if layout.remote.is_none() {
-        check_space(common, &plan.new)?;
-    }
-    let columns = source::read_columns(&plan.new, cfg.options.delimiter)?.unwrap_or_default();
-    let mut options = cfg.options.clone();
-    if let (Some(schema), false) = (&options.schema, columns.is_empty()) {
-        // The schema's checks and casts run first, and are journaled like any stage.
-        let first = schema.stages_for(&columns)?;
-        options.stages.splice(0..0, first);
-    }
-    if let Some(cast) = json_types(&plan.new, &options)? {
-        // JSON carries types: the sampled ones are cast first, journaled like any stage.
-        options.stages.insert(0, cast);
     }
     let mut run = RunStarted {
         run_id: new_run_id(),
@@ -261,7 +307,6 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         contract_before: None,
         delta_create: None,
     };
-    let schema = pipeline::validate(&layout, &run, &columns)?;
     if run.options.mode == Mode::OverwritePartitions
         && run.options.table_format == TableFormat::Hive
     {
@@ -321,20 +366,121 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         max_errors: run.options.max_errors,
         rejects_before: 0,
         threads: common.threads,
+        skip: Default::default(),
     };
     let outcome = pipeline::execute(spec, &mut journal);
-    let rows_here = progress
+    let mut rows_here = progress
         .counters
         .rows
         .load(std::sync::atomic::Ordering::Relaxed);
     progress.finish();
-    outcome.map_err(|e| stopped(e, common, &layout))?;
+    match outcome {
+        Err(e) if quarantining && crate::quarantine::bad_input(&e).is_some() => {
+            // Set aside, then go on as a recovery would: from the last completed
+            // checkpoint, without the input (`quarantine.rs`).
+            crate::quarantine::set_aside(&mut journal, &layout, &e, messages)?;
+            rows_here +=
+                crate::recover::run_to_end(&layout, &mut journal, common, None, messages, false)?;
+        }
+        other => other.map_err(|e| stopped(e, common, &layout))?,
+    }
     let log = finish(&layout, &mut journal, &mut manifest)?;
     let mut summary =
         Summary::from_log("loaded", &common.job, &log, started.elapsed()).with_rate(rows_here);
     summary.inputs_skipped = skipped;
     summary.inputs_waiting = waiting;
+    summary.inputs_in_quarantine = in_quarantine;
+    quarantined.extend(crate::quarantine::of_run(&log));
+    summary.quarantined = quarantined;
     after_signal(summary, common)
+}
+
+/// Why a copy of a loaded input (or of another input of the load) is not loaded.
+fn copy_refusal(input: &Fingerprint, original: &str, run: Option<&str>) -> String {
+    let by = match run {
+        Some(run) => format!("loaded by run {run}"),
+        None => "also in this load".to_string(),
+    };
+    format!(
+        "input {} has the same content as {original} ({by}): a copy or a renamed file would \
+         load its rows twice; pass --reload to load it anyway, or move it aside",
+        input.path
+    )
+}
+
+/// Why a loaded input whose content changed is not loaded again.
+fn change_refusal(input: &Fingerprint, was: &crate::manifest::Entry) -> String {
+    if was.quarantine.is_some() {
+        return format!(
+            "input {} changed again since it was quarantined ({} bytes then, {} now), and rows \
+             of an earlier content of it are in the table: loading it again would duplicate \
+             them; pass --reload to load it again in full, or move it aside",
+            input.path, was.fingerprint.size, input.size
+        );
+    }
+    format!(
+        "input {} changed since run {} loaded it ({} bytes then, {} now); loading it again \
+         would duplicate its old rows: pass --reload to load it again in full, or move it aside",
+        input.path, was.run_id, was.fingerprint.size, input.size
+    )
+}
+
+/// The run's columns from `inputs` (the first header, or the JSON sample); on failure,
+/// the index of the input that failed with it.
+fn read_columns(
+    inputs: &[Fingerprint],
+    cfg: &LoadConfig,
+) -> std::result::Result<Vec<String>, (usize, anyhow::Error)> {
+    match source::read_columns(inputs, cfg.options.delimiter) {
+        Ok(columns) => Ok(columns.unwrap_or_default()),
+        Err(e) => {
+            let index = first_with_header(inputs, cfg).unwrap_or(0);
+            Err((index, e))
+        }
+    }
+}
+
+/// The index of the first input that is not empty (whose header gives the columns).
+fn first_with_header(inputs: &[Fingerprint], cfg: &LoadConfig) -> Result<usize> {
+    for (index, input) in inputs.iter().enumerate() {
+        match source::read_columns(std::slice::from_ref(input), cfg.options.delimiter) {
+            Ok(None) => continue,
+            _ => return Ok(index),
+        }
+    }
+    Ok(0)
+}
+
+/// The run's options for these columns (the job file's schema and a JSON sample's
+/// types as the first stages) and the schema its sink receives.
+fn prepare(
+    layout: &JobLayout,
+    cfg: &LoadConfig,
+    inputs: &[Fingerprint],
+    columns: &[String],
+) -> Result<(crate::config::RunOptions, crate::schema::Schema)> {
+    let mut options = cfg.options.clone();
+    if let (Some(schema), false) = (&options.schema, columns.is_empty()) {
+        // The schema's checks and casts run first, and are journaled like any stage.
+        let first = schema.stages_for(columns)?;
+        options.stages.splice(0..0, first);
+    }
+    if let Some(cast) = json_types(inputs, &options)? {
+        // JSON carries types: the sampled ones are cast first, journaled like any stage.
+        options.stages.insert(0, cast);
+    }
+    let probe = RunStarted {
+        run_id: String::new(),
+        started_at: String::new(),
+        options,
+        inputs: inputs.to_vec(),
+        contract_recorded: false,
+        delta_txn_base: None,
+        contract_before: None,
+        delta_create: None,
+    };
+    let schema = pipeline::validate(layout, &probe, columns)?;
+    Ok((probe.options, schema))
 }
 
 #[cfg(feature = "delta")]

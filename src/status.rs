@@ -41,6 +41,8 @@ pub struct JobStatus {
     /// A Delta table: the job's last transaction version in it (app id `ingest:JOB`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delta_txn_version: Option<i64>,
+    /// Inputs set aside (`--on-bad-input quarantine`) and not loaded since, with why.
+    pub quarantined: Vec<crate::quarantine::Quarantined>,
 }
 
 /// Who holds the job's lock, if anyone (a shared lock probe: it never waits).
@@ -83,6 +85,22 @@ fn job_status(layout: &JobLayout) -> Result<JobStatus> {
         abort_would: Vec::new(),
         delta_version: None,
         delta_txn_version: None,
+        quarantined: manifest
+            .quarantined()?
+            .into_iter()
+            .map(|e| {
+                let set_aside = e.quarantine.unwrap_or_else(|| crate::manifest::SetAside {
+                    reason: String::new(),
+                    committed_through_line: 0,
+                    rows_in_table: false,
+                });
+                crate::quarantine::Quarantined {
+                    path: e.fingerprint.path,
+                    reason: set_aside.reason,
+                    committed_through_line: set_aside.committed_through_line,
+                }
+            })
+            .collect(),
     };
     if let Some(delta) = crate::table::delta_status(layout)? {
         status.delta_version = Some(delta.0);
@@ -306,6 +324,20 @@ fn write_text(out: &mut String, statuses: &[JobStatus], table: &str) -> std::fmt
                  (app id ingest:{})",
                 s.job
             )?;
+        }
+        if !s.quarantined.is_empty() {
+            writeln!(
+                out,
+                "  quarantined: {} input(s), skipped until they change:",
+                s.quarantined.len()
+            )?;
+            for q in &s.quarantined {
+                let kept = match q.committed_through_line {
+                    0 => String::new(),
+                    line => format!(" (its rows through line {line} are in the table)"),
+                };
+                writeln!(out, "    - {}{kept}: {}", q.path, q.reason)?;
+            }
         }
         if s.recover_would.is_empty() {
             writeln!(out, "  --recover would: nothing")?;

@@ -21,7 +21,80 @@ fn a_second_ingest_of_the_same_job_exits_75_naming_the_holder() {
     // Another job of the same table is not blocked.
     assert_code(&w.run(&["-t", "t", "--job", "other", "a.csv"]), 0);
     fs2::FileExt::unlock(&lock).unwrap();
-    assert_code(&w.run(&["-t", "t", "a.csv"]), 0);
+    w.write("b.csv", "id\n2\n");
+    assert_code(&w.run(&["-t", "t", "b.csv"]), 0);
+}
+
+/// Issue 40.3: exactly once per table. A job with a mistyped name offered the files
+/// another job loaded refuses them (by path, and by content under another name),
+/// naming that job and its run; `--reload` loads them anyway, quarantine sets them
+/// aside; shard jobs never meet.
+#[test]
+fn an_input_another_job_loaded_is_refused_naming_that_job() {
+    let w = Workdir::new();
+    w.write("in/a.csv", "id,v\n1,a\n2,b\n");
+    w.write("in/b.csv", "id,v\n3,c\n");
+    let first = w.run(&["-t", "t", "--job", "nightly", "--json", "in"]);
+    assert_code(&first, 0);
+    let run: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    let run = run["run_id"].as_str().unwrap().to_string();
+
+    let out = w.run(&["-t", "t", "--job", "nightly-typo", "in"]);
+    assert_code(&out, 1);
+    let said = stderr(&out);
+    assert!(
+        said.contains("loaded into this table by job \"nightly\"") && said.contains(&run),
+        "{said}"
+    );
+    assert_eq!(table_rows(&w.path("t")).len(), 3, "nothing loaded twice");
+
+    // The same content under another name is the same input.
+    w.write("elsewhere/a-copy.csv", "id,v\n1,a\n2,b\n");
+    let out = w.run(&["-t", "t", "--job", "other", "elsewhere"]);
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("the same content"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Set aside under quarantine, with the others loading.
+    w.write("in/c.csv", "id,v\n4,d\n");
+    let out = w.run(&[
+        "-t",
+        "t",
+        "--job",
+        "nightly-typo",
+        "--on-bad-input",
+        "quarantine",
+        "in",
+    ]);
+    assert_code(&out, 3);
+    let mut ids: Vec<String> = table_rows(&w.path("t"))
+        .into_iter()
+        .map(|r| r["id"].clone())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["1", "2", "3", "4"]);
+
+    // --reload is the way to load them again on purpose.
+    let out = w.run(&["-t", "t", "--job", "again", "--reload", "in/b.csv"]);
+    assert_code(&out, 0);
+    assert_eq!(table_rows(&w.path("t")).len(), 5);
+
+    // Shard jobs split one list and never meet, even beside the jobs above.
+    w.write("shards/x1.csv", "id,v\n10,x\n");
+    w.write("shards/x2.csv", "id,v\n11,y\n");
+    w.write("shards/x3.csv", "id,v\n12,z\n");
+    for i in 0..2 {
+        let shard = format!("{i}/2");
+        let job = format!("shard-{i}");
+        assert_code(
+            &w.run(&["-t", "t", "--job", &job, "--shard", &shard, "shards"]),
+            0,
+        );
+    }
+    assert_eq!(table_rows(&w.path("t")).len(), 8);
 }
 
 #[test]

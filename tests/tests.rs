@@ -24,6 +24,7 @@ mod operator;
 mod overwrite;
 mod parallel;
 mod partition;
+mod quarantine;
 mod recover;
 mod run_state;
 #[cfg(feature = "s3")]

@@ -454,7 +454,9 @@ fn listed_fail_points() -> Vec<String> {
 pub fn all_fail_points() -> Vec<String> {
     listed_fail_points()
         .into_iter()
-        .filter(|p| !p.starts_with("abort.") && !p.starts_with("delta."))
+        .filter(|p| {
+            !p.starts_with("abort.") && !p.starts_with("delta.") && !p.starts_with("quarantine.")
+        })
         .collect()
 }
 

@@ -47,12 +47,29 @@ const V1_MAGIC: &[u8; 8] = b"INGESTM\x01";
 /// Bounded retries for a reader that raced a fold removing merged segments.
 const OPEN_ATTEMPTS: usize = 5;
 
-/// One loaded input.
+/// One loaded input, or one set aside.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Entry {
     pub fingerprint: Fingerprint,
+    /// The content hash of a loaded input ("0" for one set aside: never read whole).
     pub hash: String,
     pub run_id: String,
+    /// Set aside by `--on-bad-input quarantine` (`quarantine.rs`), not loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantine: Option<SetAside>,
+}
+
+/// Why an input was set aside, and which of its lines are in the table anyway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetAside {
+    pub reason: String,
+    /// The input's rows up to and including this line are in the table; 0 when none are.
+    pub committed_through_line: u64,
+    /// Rows from this path are in the table: some of its lines (above), or the whole
+    /// of an earlier content (a loaded input that changed). Once it changes it is then
+    /// a changed input, never a new one: loading it whole would repeat those rows.
+    #[serde(default)]
+    pub rows_in_table: bool,
 }
 
 /// What the manifest says about an input.
@@ -62,6 +79,8 @@ pub enum Status {
     Loaded,
     /// Loaded before, with other content.
     Changed(Entry),
+    /// Set aside, and unchanged since.
+    Quarantined(Entry),
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -215,13 +234,18 @@ impl Manifest {
                     .cloned(),
             );
         }
-        for entry in candidates {
+        for entry in candidates.into_iter().filter(|e| e.quarantine.is_none()) {
             let current = self.find(&entry.fingerprint.path)?;
-            if current.is_some_and(|c| c.hash == entry.hash) {
+            if current.is_some_and(|c| c.hash == entry.hash && c.quarantine.is_none()) {
                 return Ok(Some(entry));
             }
         }
         Ok(None)
+    }
+
+    /// The entry of the input at `path` if it is loaded (not set aside).
+    pub fn loaded(&self, path: &str) -> Result<Option<Entry>> {
+        Ok(self.find(path)?.filter(|e| e.quarantine.is_none()))
     }
 
     /// The run that loaded the input at `path`, if one did.
@@ -245,6 +269,15 @@ impl Manifest {
         let Some(entry) = self.find(&input.path)? else {
             return Ok(Status::New);
         };
+        if let Some(set_aside) = &entry.quarantine {
+            return Ok(if entry.fingerprint.same_metadata(input) {
+                Status::Quarantined(entry)
+            } else if set_aside.rows_in_table {
+                Status::Changed(entry)
+            } else {
+                Status::New
+            });
+        }
         if entry.fingerprint.same_metadata(input) {
             return Ok(Status::Loaded);
         }
@@ -281,11 +314,79 @@ impl Manifest {
                     fingerprint,
                     hash: done.hash.clone(),
                     run_id: log.started.run_id.clone(),
+                    quarantine: None,
                 };
                 run.insert(entry.fingerprint.path.clone(), entry);
             }
         }
+        for q in &log.quarantined {
+            let fingerprint = log.started.inputs.get(q.input).with_context(|| {
+                format!(
+                    "journal sets aside input {} of a run with fewer inputs",
+                    q.input
+                )
+            })?;
+            run.entry(fingerprint.path.clone())
+                .or_insert_with(|| Entry {
+                    fingerprint: fingerprint.clone(),
+                    hash: "0".to_string(),
+                    run_id: log.started.run_id.clone(),
+                    quarantine: Some(SetAside {
+                        reason: q.reason.clone(),
+                        committed_through_line: q.committed_through_line,
+                        rows_in_table: q.committed_through_line > 0,
+                    }),
+                });
+        }
         self.fold_entries(path, &log.started.run_id, run)
+    }
+
+    /// Records inputs set aside before any run read them (changed, copies, a header the
+    /// table refuses), each with whether rows of its path are in the table (a loaded
+    /// input that changed), under the id `id`, as a fold of their own: durable before the
+    /// run that left them out starts, and done at most once per id.
+    pub fn quarantine(
+        &mut self,
+        path: &Path,
+        id: &str,
+        inputs: &[(Fingerprint, String, bool)],
+    ) -> Result<()> {
+        let run = inputs
+            .iter()
+            .map(|(fingerprint, reason, rows_in_table)| {
+                let entry = Entry {
+                    fingerprint: fingerprint.clone(),
+                    hash: "0".to_string(),
+                    run_id: id.to_string(),
+                    quarantine: Some(SetAside {
+                        reason: reason.clone(),
+                        committed_through_line: 0,
+                        rows_in_table: *rows_in_table,
+                    }),
+                };
+                (fingerprint.path.clone(), entry)
+            })
+            .collect();
+        self.fold_entries(path, id, run)
+    }
+
+    /// Every input set aside and not loaded since, newest entry per path, for `--status`.
+    /// Reads the whole manifest.
+    pub fn quarantined(&self) -> Result<Vec<Entry>> {
+        let mut newest: BTreeMap<String, Entry> = BTreeMap::new();
+        if let Some(v1) = &self.v1 {
+            newest.extend(v1.entries.clone());
+        }
+        for segment in &self.segments {
+            for entry in segment.entries()? {
+                let entry = entry?;
+                newest.insert(entry.fingerprint.path.clone(), entry);
+            }
+        }
+        Ok(newest
+            .into_values()
+            .filter(|e| e.quarantine.is_some())
+            .collect())
     }
 
     /// [`Manifest::fold`] of a run's entries, by path.
@@ -312,9 +413,13 @@ impl Manifest {
         }
         self.segments = segments;
 
-        for path in run.keys() {
-            if self.find(path)?.is_none() {
-                head.total += 1;
+        for (path, entry) in &run {
+            let loaded = |e: &Entry| e.quarantine.is_none();
+            let was = self.find(path)?;
+            match (was.as_ref().is_some_and(loaded), loaded(entry)) {
+                (false, true) => head.total += 1,
+                (true, false) => head.total = head.total.saturating_sub(1),
+                _ => {}
             }
         }
         if !run.is_empty() {
@@ -465,6 +570,7 @@ mod tests {
             },
             hash: hash_hex(hash),
             run_id: run.to_string(),
+            quarantine: None,
         }
     }
 

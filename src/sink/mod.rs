@@ -74,6 +74,9 @@ pub struct Rejects {
     pub max: u64,
     /// Bad rows already committed by earlier checkpoints of the run.
     pub before: u64,
+    /// `--on-bad-input quarantine`: the limit holds per input, and an input past it is
+    /// the input's failure ([`crate::quarantine::BadInput`]), not the run's.
+    pub per_input: bool,
 }
 
 /// The rejects file's columns.
@@ -119,6 +122,8 @@ pub struct TableSink {
     ancestors_synced: bool,
     rejects: Rejects,
     rejects_total: u64,
+    /// Bad rows of each input this sink has met (with `Rejects::per_input`).
+    rejects_by_input: std::collections::HashMap<u32, u64>,
 }
 
 impl TableSink {
@@ -180,6 +185,7 @@ impl TableSink {
             ancestors_synced: false,
             rejects,
             rejects_total,
+            rejects_by_input: Default::default(),
         })
     }
 
@@ -306,7 +312,25 @@ impl TableSink {
                 .to_string()
         };
         let first = &batch.rejects[0];
-        if self.rejects.max == 0 {
+        if self.rejects.per_input {
+            for reject in &batch.rejects {
+                let seen = self.rejects_by_input.entry(reject.input).or_default();
+                *seen += 1;
+                if *seen > self.rejects.max {
+                    return Err(anyhow::Error::new(crate::quarantine::BadInput {
+                        input: reject.input as usize,
+                        reason: format!(
+                            "{}:{}: {} ({} bad row(s) in this input, over --max-errors {})",
+                            input_name(reject.input),
+                            reject.line,
+                            reject.reason,
+                            seen,
+                            self.rejects.max
+                        ),
+                    }));
+                }
+            }
+        } else if self.rejects.max == 0 {
             bail!(
                 "{}:{}: {}\n(to set bad rows aside in TABLE/_rejects/ instead, pass --max-errors N; \
                  to this run: --recover --max-errors N)",
@@ -316,7 +340,7 @@ impl TableSink {
             );
         }
         self.rejects_total += batch.rejects.len() as u64;
-        if self.rejects_total > self.rejects.max {
+        if !self.rejects.per_input && self.rejects_total > self.rejects.max {
             let last = &batch.rejects[batch.rejects.len() - 1];
             bail!(
                 "too many bad rows: {} exceed --max-errors {}; the last one: {}:{}: {}",

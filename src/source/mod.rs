@@ -26,6 +26,7 @@ use crate::exit::Stopped;
 use crate::failpoint;
 use crate::progress::Counters;
 use crate::protocol::{Ack, Barrier, Fingerprint, InputDone, Position};
+use crate::quarantine::of_input;
 use crate::signals;
 use reader::InputReader;
 
@@ -56,6 +57,12 @@ pub fn read_columns(inputs: &[Fingerprint], delimiter: u8) -> Result<Option<Vec<
         }
     }
     Ok(None)
+}
+
+/// Whether a load's columns come from a JSON lines sample (its first input is JSON
+/// lines) rather than a CSV header.
+pub fn is_jsonl_load(inputs: &[Fingerprint]) -> bool {
+    inputs.first().is_some_and(|i| reader::is_jsonl(&i.path))
 }
 
 /// The columns of a load whose first input is JSON lines, with the kinds of values the
@@ -163,6 +170,8 @@ pub struct SourcePlan {
     pub first_checkpoint: u64,
     /// Where to start; `None` for the beginning of the first input.
     pub resume: Option<Position>,
+    /// Inputs set aside (`--on-bad-input quarantine`): never read.
+    pub skip: std::collections::BTreeSet<usize>,
     pub counters: Arc<Counters>,
 }
 
@@ -353,17 +362,21 @@ impl Source<'_> {
         let first = plan.resume.as_ref().map_or(0, |p| p.input);
         self.bytes_before = plan.inputs.iter().take(first).map(|i| i.size).sum();
         for index in first..plan.inputs.len() {
+            if plan.skip.contains(&index) {
+                self.bytes_before += plan.inputs[index].size;
+                continue;
+            }
             if let Some(stopped) = self.stop_before_input(index)? {
                 return Ok(Some(stopped));
             }
-            let stopped = match open(plan, index)? {
+            let stopped = match open(plan, index).map_err(|e| of_input(index, e))? {
                 Opened::Empty(hash) => {
                     self.input_done(index, hash);
                     None
                 }
-                Opened::Reading(mut reader, columns) => {
-                    self.read_whole(index, &mut reader, &columns)?
-                }
+                Opened::Reading(mut reader, columns) => self
+                    .read_whole(index, &mut reader, &columns)
+                    .map_err(|e| of_input(index, e))?,
             };
             if stopped.is_some() {
                 return Ok(stopped);

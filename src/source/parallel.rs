@@ -62,6 +62,18 @@ enum Unit {
     Failed { index: usize, error: anyhow::Error },
 }
 
+impl Unit {
+    /// The input the unit belongs to.
+    fn input(&self) -> usize {
+        match self {
+            Unit::Empty { index, .. }
+            | Unit::Serial { index, .. }
+            | Unit::Chunk { index, .. }
+            | Unit::Failed { index, .. } => *index,
+        }
+    }
+}
+
 /// An input's reading state where its first chunk starts.
 struct Begin {
     at: Cursor,
@@ -129,11 +141,14 @@ impl Planner {
         if let Some((index, from, columns)) = self.chunking.take() {
             return self.chunk(source, index, from, columns, None).map(Some);
         }
-        let index = self.next_input;
+        let mut index = self.next_input;
+        while plan.skip.contains(&index) {
+            index += 1;
+        }
         if index >= plan.inputs.len() {
             return Ok(None);
         }
-        self.next_input += 1;
+        self.next_input = index + 1;
         let (reader, columns) = match open(plan, index) {
             Err(error) => return Ok(Some(Unit::Failed { index, error })),
             Ok(Opened::Empty(hash)) => return Ok(Some(Unit::Empty { index, hash })),
@@ -279,6 +294,25 @@ impl Sequencer {
             let Some(unit) = self.units.pop_front() else {
                 return Ok(None);
             };
+            let index = unit.input();
+            let stopped = self
+                .take(source, unit, &mut reading)
+                .map_err(|e| crate::quarantine::of_input(index, e))?;
+            if stopped.is_some() {
+                return Ok(stopped);
+            }
+        }
+    }
+
+    /// Puts one unit in order: its rows sent on, its input done if it was the last.
+    fn take(
+        &mut self,
+        source: &mut Source,
+        unit: Unit,
+        reading: &mut Option<(Cursor, Columns)>,
+    ) -> Result<Option<Stopped>> {
+        let plan = source.plan;
+        {
             let stopped = match unit {
                 Unit::Failed { index, error } => {
                     if let Some(stopped) = source.stop_before_input(index)? {
@@ -315,9 +349,9 @@ impl Sequencer {
                             return Ok(Some(stopped));
                         }
                         plan.counters.set_file(&plan.inputs[index].path);
-                        reading = Some((begin.at, begin.columns));
+                        *reading = Some((begin.at, begin.columns));
                     }
-                    let Some((at, columns)) = &mut reading else {
+                    let Some((at, columns)) = reading else {
                         return Err(anyhow!("internal error: a chunk before its input began"));
                     };
                     let chunk = Chunk {
@@ -329,14 +363,12 @@ impl Sequencer {
                     if stopped.is_none() && last {
                         source.check_whole(index, at.offset)?;
                         source.input_done(index, at.hasher.digest128());
-                        reading = None;
+                        *reading = None;
                     }
                     stopped
                 }
             };
-            if stopped.is_some() {
-                return Ok(stopped);
-            }
+            Ok(stopped)
         }
     }
 }

@@ -3,6 +3,8 @@
 //! one), the cast a JSON lines load gets from its sample, and `--dry-run`, which prints
 //! that and stops.
 
+mod other_jobs;
+
 use std::time::Instant;
 
 use anyhow::Result;
@@ -28,10 +30,15 @@ pub struct Plan {
     pub copies: Vec<(Fingerprint, String, Option<String>)>,
     /// Inputs modified within `--min-age`: left for a later run.
     pub too_new: Vec<Fingerprint>,
+    /// Inputs set aside by an earlier run and unchanged since: skipped.
+    pub in_quarantine: Vec<Fingerprint>,
+    /// New inputs another job of the table loaded: refused, as copies are.
+    pub elsewhere: Vec<other_jobs::LoadedElsewhere>,
 }
 
-/// Sorts the inputs `cfg` offers by what `manifest` says of them.
-pub fn plan(cfg: &LoadConfig, manifest: &Manifest) -> Result<Plan> {
+/// Sorts the inputs `cfg` offers by what `manifest` (and the manifests of the table's
+/// other jobs) say of them.
+pub fn plan(cfg: &LoadConfig, layout: &JobLayout, manifest: &Manifest) -> Result<Plan> {
     let mut plan = Plan::default();
     let now_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -58,10 +65,14 @@ pub fn plan(cfg: &LoadConfig, manifest: &Manifest) -> Result<Plan> {
             Status::New => plan.new.push(fingerprint),
             Status::Loaded => plan.loaded.push(fingerprint),
             Status::Changed(was) => plan.changed.push((fingerprint, was)),
+            Status::Quarantined(_) => plan.in_quarantine.push(fingerprint),
         }
     }
     if !cfg.reload {
         find_copies(&mut plan, manifest)?;
+        if cfg.shard.is_none() {
+            other_jobs::find(&mut plan, layout)?;
+        }
     }
     Ok(plan)
 }
@@ -159,7 +170,9 @@ pub fn dry_run(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
 /// `--dry-run` against the job's state under `table`.
 fn dry_run_in(cfg: &LoadConfig, table: &std::path::Path, messages: Messages) -> Result<Summary> {
     let started = Instant::now();
-    let layout = JobLayout::new(table, &cfg.common.job);
+    let mut layout = JobLayout::new(table, &cfg.common.job);
+    // A table in a bucket: the other jobs' manifests are read from there.
+    layout.target = cfg.common.remote.clone();
     let manifest = Manifest::load(&layout.manifest())?;
     if let Some(log) = journal::replay(&layout.journal())?.log {
         if !log.finished {
@@ -169,7 +182,7 @@ fn dry_run_in(cfg: &LoadConfig, table: &std::path::Path, messages: Messages) -> 
             ));
         }
     }
-    let plan = plan(cfg, &manifest)?;
+    let plan = plan(cfg, &layout, &manifest)?;
     let mut verdicts = Vec::new();
     for input in &plan.new {
         verdicts.push(InputVerdict {
@@ -185,6 +198,22 @@ fn dry_run_in(cfg: &LoadConfig, table: &std::path::Path, messages: Messages) -> 
             size: input.size,
             verdict: "loaded",
             loaded_by: manifest.loaded_by(&input.path)?,
+        });
+    }
+    for elsewhere in &plan.elsewhere {
+        verdicts.push(InputVerdict {
+            path: elsewhere.input.path.clone(),
+            size: elsewhere.input.size,
+            verdict: "loaded-by-another-job",
+            loaded_by: Some(elsewhere.run.clone()),
+        });
+    }
+    for input in &plan.in_quarantine {
+        verdicts.push(InputVerdict {
+            path: input.path.clone(),
+            size: input.size,
+            verdict: "quarantined",
+            loaded_by: None,
         });
     }
     for input in &plan.too_new {
@@ -242,6 +271,7 @@ fn dry_run_in(cfg: &LoadConfig, table: &std::path::Path, messages: Messages) -> 
     summary.inputs_loaded = plan.new.len() as u64;
     summary.inputs_changed = plan.changed.len() as u64;
     summary.inputs_waiting = plan.too_new.len() as u64;
+    summary.inputs_in_quarantine = plan.in_quarantine.len() as u64;
     summary.inputs = Some(verdicts);
     Ok(summary)
 }
