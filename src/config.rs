@@ -110,6 +110,10 @@ pub struct RunOptions {
     /// An input that cannot load fails the run, or is quarantined.
     #[serde(default)]
     pub on_bad_input: crate::options::OnBadInput,
+    /// A column an input lacks loads as null (`--evolve add-columns`, the union by name
+    /// of DuckDB's `union_by_name` and Spark's `mergeSchema`); else it is an error.
+    #[serde(default)]
+    pub fill_missing: bool,
 }
 
 /// What a JSON lines key that is not a column does (`--json-new-keys`).
@@ -447,6 +451,8 @@ impl Command {
                 mode,
                 json_new_keys: cli.json_new_keys.or(file.json_new_keys).unwrap_or_default(),
                 on_bad_input: cli.on_bad_input.or(file.on_bad_input).unwrap_or_default(),
+                fill_missing: cli.evolve.or(file.evolve)
+                    == Some(crate::contract::Evolve::AddColumns),
             },
         })))
     }

@@ -353,7 +353,10 @@ fn column_differences(old: &[Column], new: &[Column]) -> Vec<String> {
         .filter(|c| find(new, &c.name).is_none())
         .collect();
     if !missing.is_empty() {
-        out.push(format!("columns: this load lacks {}", list(missing)));
+        out.push(format!(
+            "columns: this load lacks {}; pass --evolve add-columns to load them as null",
+            list(missing)
+        ));
     }
     let added: Vec<&Column> = new
         .iter()

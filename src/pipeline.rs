@@ -223,6 +223,7 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
         first_checkpoint,
         resume: spec.resume.map(|c| c.position.clone()),
         skip: spec.skip.clone(),
+        fill_missing: run.options.fill_missing,
         counters: spec.counters.clone(),
     };
     let nstages = stages.len();

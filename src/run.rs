@@ -243,7 +243,12 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     // The run's columns: the first input's header (a JSON sample). Quarantining, an
     // input whose header cannot be read or that the table's contract refuses is set
     // aside, and the next one's is tried.
-    let (columns, options, schema) = loop {
+    let run_id = new_run_id();
+    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let chosen = loop {
+        if plan.new.is_empty() {
+            break None;
+        }
         let columns = match read_columns(&plan.new, cfg) {
             Ok(columns) => columns,
             Err((index, e)) if quarantining => {
@@ -253,7 +258,9 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
             }
             Err((_, e)) => return Err(e),
         };
-        let prepared = prepare(&layout, cfg, &plan.new, &columns)?;
+        let run = (run_id.as_str(), started_at.as_str());
+        let columns = align(&layout, cfg, run, &plan.new, columns)?;
+        let prepared = prepare(&layout, cfg, run, &plan.new, &columns)?;
         if quarantining && !columns.is_empty() && !source::is_jsonl_load(&plan.new) {
             let proposed = Contract::of(&prepared.1, &prepared.0);
             if let Some(why) = contract::refusal(&common.table, &proposed, cfg.evolve)? {
@@ -268,7 +275,7 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
                 continue;
             }
         }
-        break (columns, prepared.0, prepared.1);
+        break Some((columns, prepared.0, prepared.1));
     };
     let mut quarantined = Vec::new();
     if !set_aside.is_empty() {
@@ -289,17 +296,17 @@ pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
             });
         }
     }
-    if plan.new.is_empty() {
+    let Some((columns, options, schema)) = chosen else {
         let mut summary =
             Summary::nothing("nothing-to-load", &common.job, skipped, started.elapsed());
         summary.inputs_waiting = waiting;
         summary.inputs_in_quarantine = in_quarantine;
         summary.quarantined = quarantined;
         return Ok(summary);
-    }
+    };
     let mut run = RunStarted {
-        run_id: new_run_id(),
-        started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+        run_id,
+        started_at,
         options,
         inputs: plan.new,
         contract_recorded: false,
@@ -451,11 +458,63 @@ fn first_with_header(inputs: &[Fingerprint], cfg: &LoadConfig) -> Result<usize> 
     Ok(0)
 }
 
-/// The run's options for these columns (the job file's schema and a JSON sample's
-/// types as the first stages) and the schema its sink receives.
+/// The run's columns matched to the table's by name: in the order of the table's
+/// contract when the first input has them in another order, and with the contract's
+/// columns it lacks added (null in its rows) under `--evolve add-columns`. Unchanged
+/// when neither fits the contract (a rename or a derived column in between), whose
+/// check then explains what differs.
+fn align(
+    layout: &JobLayout,
+    cfg: &LoadConfig,
+    run: (&str, &str),
+    inputs: &[Fingerprint],
+    columns: Vec<String>,
+) -> Result<Vec<String>> {
+    if columns.is_empty() || source::is_jsonl_load(inputs) {
+        return Ok(columns);
+    }
+    let Some(contract) = contract::load(&cfg.common.table)? else {
+        return Ok(columns);
+    };
+    let fits = |candidate: &[String]| -> bool {
+        prepare(layout, cfg, run, inputs, candidate).is_ok_and(|(options, schema)| {
+            let proposed = Contract::of(&schema, &options);
+            matches!(
+                contract::refusal(&cfg.common.table, &proposed, cfg.evolve),
+                Ok(None)
+            )
+        })
+    };
+    if fits(&columns) {
+        return Ok(columns);
+    }
+    let order: Vec<&String> = contract.columns.iter().map(|c| &c.name).collect();
+    let extra = columns.iter().filter(|c| !order.contains(c)).cloned();
+    let mut aligned: Vec<String> = order
+        .iter()
+        .filter(|name| columns.contains(name))
+        .map(|name| name.to_string())
+        .collect();
+    aligned.extend(extra.clone());
+    if aligned != columns && fits(&aligned) {
+        return Ok(aligned);
+    }
+    if cfg.options.fill_missing {
+        let mut filled: Vec<String> = order.iter().map(|name| name.to_string()).collect();
+        filled.extend(extra);
+        if fits(&filled) {
+            return Ok(filled);
+        }
+    }
+    Ok(columns)
+}
+
+/// The options of run `(id, started at)` for these columns (the job file's schema and a
+/// JSON sample's types as the first stages) and the schema its sink receives.
 fn prepare(
     layout: &JobLayout,
     cfg: &LoadConfig,
+    (run_id, started_at): (&str, &str),
     inputs: &[Fingerprint],
     columns: &[String],
 ) -> Result<(crate::config::RunOptions, crate::schema::Schema)> {
@@ -470,8 +529,8 @@ fn prepare(
         options.stages.insert(0, cast);
     }
     let probe = RunStarted {
-        run_id: String::new(),
-        started_at: String::new(),
+        run_id: run_id.to_string(),
+        started_at: started_at.to_string(),
         options,
         inputs: inputs.to_vec(),
         contract_recorded: false,

@@ -29,7 +29,7 @@ fn another_format_from_another_job_fails_before_reading_showing_both_sides() {
     let w = table();
     let before = table_rows(&w.path("t")).len();
     let out = w.run(&[
-        "-t", "t", "--job", "b", "-p", "dt", "--format", "jsonl", "orders",
+        "-t", "t", "--job", "b", "--reload", "-p", "dt", "--format", "jsonl", "orders",
     ]);
     assert_code(&out, 1);
     let err = stderr(&out);
@@ -50,7 +50,10 @@ fn another_format_from_another_job_fails_before_reading_showing_both_sides() {
 fn other_partitioning_or_columns_fail_naming_each_difference() {
     let w = table();
     let before = table_rows(&w.path("t")).len();
-    let out = w.run(&["-t", "t", "--job", "b", "-p", "country", "orders"]);
+    // --reload: the same inputs, another job's, on purpose (else refused as loaded).
+    let out = w.run(&[
+        "-t", "t", "--job", "b", "--reload", "-p", "country", "orders",
+    ]);
     assert_code(&out, 1);
     assert!(
         stderr(&out)
@@ -65,6 +68,7 @@ fn other_partitioning_or_columns_fail_naming_each_difference() {
         "t",
         "--job",
         "c",
+        "--reload",
         "-p",
         "dt",
         "--drop",
@@ -119,7 +123,7 @@ fn a_new_column_is_added_only_on_purpose_and_old_files_read_it_as_missing() {
     assert_eq!(rows.iter().filter(|r| r.contains_key("channel")).count(), 2);
 
     // The evolved contract is the table's now: the old column list no longer fits.
-    let out = w.run(&["-t", "t", "--job", "late", "-p", "dt", "orders"]);
+    let out = w.run(&["-t", "t", "--job", "late", "--reload", "-p", "dt", "orders"]);
     assert_code(&out, 1);
     assert!(
         stderr(&out).contains("this load lacks channel string"),
@@ -132,10 +136,65 @@ fn a_new_column_is_added_only_on_purpose_and_old_files_read_it_as_missing() {
 fn a_matching_load_of_another_job_passes_and_the_contract_stays() {
     let w = table();
     let recorded = std::fs::read(w.path("t/_ingest/contract.json")).unwrap();
-    let out = w.run(&["-t", "t", "--job", "b", "-p", "dt", "orders"]);
+    let out = w.run(&["-t", "t", "--job", "b", "--reload", "-p", "dt", "orders"]);
     assert_code(&out, 0);
     assert_eq!(
         std::fs::read(w.path("t/_ingest/contract.json")).unwrap(),
         recorded
     );
+}
+
+/// Issue 40.4: columns match by name. A later file with the table's columns in another
+/// order loads each value under its own name; one lacking a column is refused naming the
+/// column and `--evolve add-columns`, with which it loads that column as null (the
+/// union by name of DuckDB's `union_by_name` and Spark's `mergeSchema`), across runs
+/// and within one.
+#[test]
+fn columns_match_by_name_and_a_missing_one_loads_as_null_on_purpose() {
+    let w = Workdir::new();
+    w.write("a.csv", "id,name,amount\n1,ann,10\n");
+    assert_code(&w.run(&["-t", "t", "a.csv"]), 0);
+    w.write("b.csv", "amount,id,name\n20,2,bob\n");
+    let out = w.run(&["-t", "t", "b.csv"]);
+    assert_code(&out, 0);
+
+    w.write("c.csv", "name,id\ncat,3\n");
+    let out = w.run(&["-t", "t", "c.csv"]);
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("lacks amount string; pass --evolve add-columns"),
+        "{}",
+        stderr(&out)
+    );
+    let out = w.run(&["-t", "t", "--evolve", "add-columns", "c.csv"]);
+    assert_code(&out, 0);
+
+    // Within one run: the first input sets the columns, a later one lacks one.
+    w.write("d/1.csv", "id,name,amount\n4,dan,40\n");
+    w.write("d/2.csv", "id,amount\n5,50\n");
+    let out = w.run(&["-t", "t", "d"]);
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("column \"name\" is missing")
+            && stderr(&out).contains("--evolve add-columns"),
+        "{}",
+        stderr(&out)
+    );
+    let out = w.run(&["-t", "t", "--evolve", "add-columns", "d"]);
+    assert_code(&out, 0);
+
+    let mut rows: Vec<(String, String, String)> = table_rows(&w.path("t"))
+        .into_iter()
+        .map(|r| (r["id"].clone(), r["name"].clone(), r["amount"].clone()))
+        .collect();
+    rows.sort();
+    let expected = [
+        ("1", "ann", "10"),
+        ("2", "bob", "20"),
+        ("3", "cat", ""),
+        ("4", "dan", "40"),
+        ("5", "", "50"),
+    ]
+    .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()));
+    assert_eq!(rows, expected);
 }

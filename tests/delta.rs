@@ -361,6 +361,7 @@ fn a_load_whose_schema_differs_from_the_delta_tables_fails_before_reading_a_row(
         "country",
         "--job",
         "other",
+        "--reload",
         "orders",
     ]);
     assert_code(&out, 1);

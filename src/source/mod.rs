@@ -172,6 +172,8 @@ pub struct SourcePlan {
     pub resume: Option<Position>,
     /// Inputs set aside (`--on-bad-input quarantine`): never read.
     pub skip: std::collections::BTreeSet<usize>,
+    /// A column an input lacks is null in its rows (`--evolve add-columns`), not an error.
+    pub fill_missing: bool,
     pub counters: Arc<Counters>,
 }
 
@@ -285,13 +287,22 @@ pub fn run(
 pub struct Columns {
     /// Fields the header has: every record must have as many.
     pub header_len: usize,
-    /// For each table column, the index of the input field that holds it.
+    /// For each table column, the index of the input field that holds it, or
+    /// [`MISSING`] for a column the input lacks (null in every row).
     pub mapping: Arc<Vec<usize>>,
 }
+
+/// The mapping of a table column that the input lacks (`--evolve add-columns`).
+pub const MISSING: usize = usize::MAX;
 
 impl Columns {
     fn identity(&self) -> bool {
         self.mapping.iter().enumerate().all(|(i, &m)| i == m)
+    }
+
+    /// True when the input lacks some column: its rows carry nulls there.
+    pub fn lacks_some(&self) -> bool {
+        self.mapping.contains(&MISSING)
     }
 }
 
@@ -325,7 +336,7 @@ pub fn open(plan: &SourcePlan, index: usize) -> Result<Opened> {
         return Ok(Opened::Empty(reader.hash()));
     };
     let mut mapping = Vec::with_capacity(plan.columns.len());
-    map_columns(&plan.columns, &header, &mut mapping).with_context(|| {
+    map_columns(&plan.columns, &header, &mut mapping, plan.fill_missing).with_context(|| {
         format!(
             "{}:{}: the header does not match the table",
             reader.name(),
@@ -453,6 +464,7 @@ impl Source<'_> {
     ) -> Result<Option<Stopped>> {
         let plan = self.plan;
         let identity = columns.identity();
+        let lacks_some = columns.lacks_some();
         let position = |reader: &InputReader| Position {
             input: index,
             offset: reader.offset(),
@@ -490,9 +502,9 @@ impl Source<'_> {
                     reason,
                     record,
                 });
-            } else if reader.has_nulls() {
+            } else if reader.has_nulls() || lacks_some {
                 for &m in columns.mapping.iter() {
-                    batch.push_cell(reader.cell(m));
+                    batch.push_cell(if m == MISSING { None } else { reader.cell(m) });
                 }
                 batch.end_row(index as u32, reader.record_line());
             } else if identity {
@@ -548,18 +560,25 @@ impl Source<'_> {
 }
 
 /// For each table column, the index of the input field that holds it.
-fn map_columns(columns: &[String], header: &[String], mapping: &mut Vec<usize>) -> Result<()> {
+fn map_columns(
+    columns: &[String],
+    header: &[String],
+    mapping: &mut Vec<usize>,
+    fill_missing: bool,
+) -> Result<()> {
     mapping.clear();
     for col in columns {
         match header.iter().position(|h| h == col) {
             Some(i) => mapping.push(i),
+            None if fill_missing => mapping.push(MISSING),
             None => bail!(
-                "column {col:?} is missing (the table has {})",
+                "column {col:?} is missing (the table has {}); pass --evolve add-columns to \
+                 load it as null",
                 columns.join(", ")
             ),
         }
     }
-    if header.len() != columns.len() {
+    if header.iter().any(|h| !columns.contains(h)) {
         let extra: Vec<_> = header
             .iter()
             .filter(|h| !columns.contains(h))

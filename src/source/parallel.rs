@@ -154,7 +154,8 @@ impl Planner {
             Ok(Opened::Empty(hash)) => return Ok(Some(Unit::Empty { index, hash })),
             Ok(Opened::Reading(reader, columns)) => (reader, columns),
         };
-        if !splittable(&plan.inputs[index].path) {
+        // An input lacking columns is rare: read whole, it keeps the workers simple.
+        if !splittable(&plan.inputs[index].path) || columns.lacks_some() {
             return Ok(Some(Unit::Serial {
                 index,
                 reader,
