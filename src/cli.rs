@@ -14,7 +14,7 @@ pub const DEFAULT_CHECKPOINT_ROWS: u64 = 1_000_000;
 /// Load CSV and JSON lines files into a Hive-partitioned table, exactly once.
 ///
 /// Inputs are CSV with a header row, or JSON lines (`.jsonl`, `.ndjson`: one object per
-/// line, the first object's keys naming the columns); `.gz` and `.zst` are decompressed
+/// line, the keys of the first 1,000 objects naming the columns); `.gz` and `.zst` are decompressed
 /// on the fly. They are read in checkpointed chunks; each checkpoint's output is staged in hidden
 /// files and published into the table's partitions only after the checkpoint is durable
 /// in a journal. After a crash, `ingest --target T --recover` finishes the run: nothing is
@@ -155,7 +155,9 @@ pub struct Cli {
     #[arg(long, help_heading = "Stages (run in this order)")]
     pub trim: bool,
 
-    /// Stage: cast a column to int, float, decimal(P,S), bool, date or timestamp (repeatable)
+    /// Stage: cast a column to int, float, decimal(P,S), bool, date or timestamp
+    /// (repeatable); `COL=date:%d/%m/%Y` or `COL=timestamp:FORMAT` gives a strftime
+    /// format
     #[arg(
         long,
         value_name = "COL=TYPE",

@@ -32,7 +32,12 @@ pub enum Command {
     /// Describe the table's jobs; `None` for every job.
     Status(Common, Option<String>),
     /// Print a `[schema]` inferred from the inputs.
-    InferSchema { inputs: Vec<PathBuf>, delimiter: u8 },
+    InferSchema {
+        inputs: Vec<PathBuf>,
+        delimiter: u8,
+        /// `--null-markers`: values that count as null, not as evidence of a type.
+        null_markers: Vec<String>,
+    },
 }
 
 /// Settings shared by every command that touches a table.
@@ -155,19 +160,38 @@ fn cli_stages(cli: &Cli) -> Result<Vec<StageSpec>> {
         });
     }
     if !cli.cast.is_empty() {
-        let mut columns = std::collections::BTreeMap::new();
+        // `COL=TYPE`, or `COL=TYPE:FORMAT` (a strftime format for a date or timestamp:
+        // `dt=date:%d/%m/%Y`); one cast stage per format, as a job file's stages are.
+        let mut by_format: std::collections::BTreeMap<
+            Option<String>,
+            std::collections::BTreeMap<String, ColumnType>,
+        > = Default::default();
         for item in &cli.cast {
-            let (col, ty) = key_value("--cast", item)?;
+            let (col, spec) = key_value("--cast", item)?;
+            let (ty, format) = match spec.split_once(':') {
+                Some((ty, format)) => (ty, Some(format.to_string())),
+                None => (spec, None),
+            };
             let ty: ColumnType = ty
                 .parse()
                 .map_err(|e: String| usage(format!("--cast {item}: {e}")))?;
-            columns.insert(col.to_string(), ty);
+            if format.is_some() && !matches!(ty, ColumnType::Date | ColumnType::Timestamp) {
+                return Err(usage(format!(
+                    "--cast {item}: a format applies to date and timestamp casts"
+                )));
+            }
+            by_format
+                .entry(format)
+                .or_default()
+                .insert(col.to_string(), ty);
         }
-        stages.push(StageSpec::Cast {
-            columns,
-            format: None,
-            timezone: cli.timezone.clone(),
-        });
+        for (format, columns) in by_format {
+            stages.push(StageSpec::Cast {
+                columns,
+                format,
+                timezone: cli.timezone.clone(),
+            });
+        }
     } else if cli.timezone.is_some() {
         return Err(usage(
             "--timezone applies to --cast COL=timestamp; no --cast was given",
@@ -256,7 +280,12 @@ impl Command {
             if inputs.is_empty() {
                 return Err(usage("--infer-schema needs inputs"));
             }
-            return Ok(Command::InferSchema { inputs, delimiter });
+            let null_markers = cli.null_markers.clone().unwrap_or_default();
+            return Ok(Command::InferSchema {
+                inputs,
+                delimiter,
+                null_markers,
+            });
         }
         let table = cli
             .target

@@ -23,13 +23,27 @@ const CANDIDATES: [ColumnType; 5] = [
     ColumnType::Timestamp,
 ];
 
-/// The inferred `[schema]` section, as TOML.
-pub fn infer(inputs: &[std::path::PathBuf], delimiter: u8) -> Result<String> {
+/// The inferred `[schema]` section, as TOML. A value in `null_markers` (as
+/// `--null-markers` takes them) is null, as an empty one is: it votes for no type.
+/// JSON lines inputs are typed by the load's own sample (`jsonl.rs`): numbers, booleans,
+/// and `json` for nested objects and arrays.
+pub fn infer(
+    inputs: &[std::path::PathBuf],
+    delimiter: u8,
+    null_markers: &[String],
+) -> Result<String> {
     let files = discover::discover(
         inputs,
         Path::new("/nonexistent/ingest-table"),
         &crate::source::select::Selection::default(),
     )?;
+    if let Some(sampled) = crate::source::sample_json(&files)? {
+        let columns: Vec<(String, ColumnType)> = sampled
+            .into_iter()
+            .map(|(name, kinds)| (name, kinds.column_type()))
+            .collect();
+        return Ok(schema_toml(&columns));
+    }
     let casters: Vec<Caster> = CANDIDATES
         .iter()
         .map(|ty| Caster::new(*ty, None, None))
@@ -58,7 +72,7 @@ pub fn infer(inputs: &[std::path::PathBuf], delimiter: u8) -> Result<String> {
                     continue;
                 };
                 let text = String::from_utf8_lossy(value);
-                if text.is_empty() {
+                if text.is_empty() || null_markers.iter().any(|m| *m == text) {
                     continue;
                 }
                 seen[col] = true;
@@ -71,16 +85,27 @@ pub fn infer(inputs: &[std::path::PathBuf], delimiter: u8) -> Result<String> {
     if columns.is_empty() {
         bail!("the inputs hold no header to infer a schema from");
     }
+    let typed: Vec<(String, ColumnType)> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let ty = if seen[i] {
+                fits[i].iter().position(|&f| f).map(|k| CANDIDATES[k])
+            } else {
+                None
+            };
+            (name.clone(), ty.unwrap_or(ColumnType::String))
+        })
+        .collect();
+    Ok(schema_toml(&typed))
+}
+
+/// A `[schema]` section declaring `columns`.
+fn schema_toml(columns: &[(String, ColumnType)]) -> String {
     let mut out = String::from(
         "[schema]\n# inferred from the first rows of the inputs; check before use\ncolumns = {",
     );
-    for (i, name) in columns.iter().enumerate() {
-        let ty = if seen[i] {
-            fits[i].iter().position(|&f| f).map(|k| CANDIDATES[k])
-        } else {
-            None
-        };
-        let ty = ty.unwrap_or(ColumnType::String);
+    for (i, (name, ty)) in columns.iter().enumerate() {
         let key = if name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
@@ -96,5 +121,5 @@ pub fn infer(inputs: &[std::path::PathBuf], delimiter: u8) -> Result<String> {
         ));
     }
     out.push_str(" }\n");
-    Ok(out)
+    out
 }

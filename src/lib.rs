@@ -102,8 +102,12 @@ pub fn execute(command: Command) -> Result<Option<(Vec<Summary>, bool, Messages)
             let summary = run::load(&cfg, messages)?;
             Ok(Some((vec![summary], cfg.common.json, messages)))
         }
-        Command::InferSchema { inputs, delimiter } => {
-            output::print(&infer::infer(&inputs, delimiter)?)?;
+        Command::InferSchema {
+            inputs,
+            delimiter,
+            null_markers,
+        } => {
+            output::print(&infer::infer(&inputs, delimiter, &null_markers)?)?;
             Ok(None)
         }
         Command::Abort(common, job) => {

@@ -274,6 +274,9 @@ fn print_remote(
     show(common, &statuses, &url.to_string())
 }
 
+/// Files an abort would remove that the text of `--status` names one by one.
+const FILES_SHOWN: usize = 10;
+
 /// Prints the statuses, as text or JSON.
 fn show(common: &Common, statuses: &[JobStatus], table: &str) -> Result<()> {
     let mut out = String::new();
@@ -349,9 +352,24 @@ fn write_text(out: &mut String, statuses: &[JobStatus], table: &str) -> std::fmt
         }
         if !s.abort_would.is_empty() {
             writeln!(out, "  --abort would:")?;
+            // The files, after the step that counts them: the first few, then how many
+            // more (`--json` names every one).
+            let mut files = 0;
+            let total = s.abort_would.iter().filter(|l| l.starts_with("  ")).count();
             for step in &s.abort_would {
                 match step.strip_prefix("  ") {
-                    Some(file) => writeln!(out, "        {file}")?,
+                    Some(file) => {
+                        files += 1;
+                        if files <= FILES_SHOWN {
+                            writeln!(out, "        {file}")?;
+                        } else if files == FILES_SHOWN + 1 {
+                            writeln!(
+                                out,
+                                "        ... and {} more (--status --json lists every one)",
+                                total - FILES_SHOWN
+                            )?;
+                        }
+                    }
                     None => writeln!(out, "    - {step}")?,
                 }
             }

@@ -180,7 +180,10 @@ fn an_evolution_that_fails_before_committing_leaves_the_contract_as_it_was() {
     old_and_new(&w);
     assert_code(&w.run(&["-t", "t", "old"]), 0);
     let before = contract_columns(&w.path("t"));
-    let out = w.run(&["-t", "t", "--evolve", "add-columns", "batch"]);
+    // A file lacking the new column loads it as null (issue 40.4); a bad row fails.
+    w.write("bad/1-new.csv", "id,name,extra\n3,c,x\n");
+    w.write("bad/2-short.csv", "id,name,extra\n5,e\n");
+    let out = w.run(&["-t", "t", "--evolve", "add-columns", "bad"]);
     assert_code(&out, 1);
     assert_eq!(contract_columns(&w.path("t")), before);
     assert_code(&w.run(&["-t", "t", "later"]), 0);
