@@ -184,6 +184,7 @@ def main():
     ap.add_argument("--old", help="an ingest built before manifest segments, for comparison")
     ap.add_argument("--old-max", type=int, default=100_000, help="largest history built with --old")
     ap.add_argument("--work", default="/tmp/ingest-manifest-bench")
+    ap.add_argument("--ingest", help="measure this binary instead of building target/release/ingest")
     ap.add_argument("--jobs", type=int, default=1, help="also measure with this many jobs in the table")
     ap.add_argument("--s3", action="store_true", help="the table in a bucket, on fresh machines")
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
@@ -199,9 +200,13 @@ def main():
     if args.s3:
         os.makedirs(args.work, exist_ok=True)
         return main_s3(args, histories)
-    sh(["cargo", "build", "--release", "--quiet", "--bin", "ingest"], cwd=ROOT)
+    if args.ingest:
+        binary = os.path.abspath(args.ingest)
+    else:
+        sh(["cargo", "build", "--release", "--quiet", "--bin", "ingest"], cwd=ROOT)
+        binary = INGEST
     os.makedirs(args.work, exist_ok=True)
-    builds = [("this build", INGEST, max(histories))]
+    builds = [("this build", binary, max(histories))]
     if args.old:
         builds.append(("old build", os.path.abspath(args.old), args.old_max))
     print(f"## Manifest cost against history ({time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores)\n")

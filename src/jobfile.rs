@@ -181,16 +181,40 @@ pub struct JobFile {
     pub stages: Vec<StageSpec>,
 }
 
+/// The first `[[stage]]` table that is not a stage, by its number and line: serde reads
+/// the tagged stage enum through a buffer, so the parser's own error points at the
+/// first `[[stage]]` whichever one is wrong.
+fn stage_error(text: &str) -> Option<String> {
+    let table: toml::Table = toml::from_str(text).ok()?;
+    let stages = table.get("stage")?.as_array()?;
+    let (index, err) = stages
+        .iter()
+        .enumerate()
+        .find_map(|(i, stage)| StageSpec::deserialize(stage.clone()).err().map(|e| (i, e)))?;
+    if index == 0 {
+        // The parser's own error points there, often at the very line.
+        return None;
+    }
+    let line = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim_start().starts_with("[[stage]]"))
+        .nth(index)
+        .map_or(String::new(), |(n, _)| format!(" (line {})", n + 1));
+    Some(format!(
+        "[[stage]] number {}{line}: {}",
+        index + 1,
+        err.to_string().trim_end()
+    ))
+}
+
 /// Reads and checks a job file; relative paths in it are made relative to its folder.
 pub fn load(path: &Path) -> Result<JobFile> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read job file {}", path.display()))?;
     let mut file: JobFile = toml::from_str(&text).map_err(|e| {
-        let msg = format!(
-            "job file {} is invalid: {}",
-            path.display(),
-            e.to_string().trim_end()
-        );
+        let why = stage_error(&text).unwrap_or_else(|| e.to_string().trim_end().to_string());
+        let msg = format!("job file {} is invalid: {why}", path.display());
         anyhow::Error::new(crate::exit::UsageError(msg))
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
@@ -258,6 +282,16 @@ mod tests {
         let path = dir.path().join("job.toml");
         std::fs::write(&path, text)?;
         load(&path)
+    }
+
+    #[test]
+    fn an_error_in_a_later_stage_names_that_stage_and_its_line() {
+        let err = parse(
+            "[[stage]]\ntype = \"trim\"\n[[stage]]\ntype = \"trim\"\n[[stage]]\ntype = \"cast\"\ncolumns = { id = 5 }\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("[[stage]] number 3 (line 5)"), "{err}");
     }
 
     #[test]

@@ -162,3 +162,73 @@ fn a_closed_stdout_ends_quietly() {
     assert_code(&out, 0);
     assert!(stderr(&out).contains("loaded"), "{}", stderr(&out));
 }
+
+/// Issue 40.8: `--cast` takes a date format on the command line; `--infer-schema`
+/// honours `--null-markers` and calls nested JSON `json`.
+#[test]
+fn cast_formats_on_the_command_line_and_infer_schema_manners() {
+    let w = Workdir::new();
+    w.write("in.csv", "id,day,n\n1,28/11/2026,NA\n2,01/12/2026,3\n");
+    let out = w.run(&["-t", "t", "--cast", "day=date:%d/%m/%Y", "in.csv"]);
+    assert_code(&out, 0);
+    let mut days: Vec<String> = table_rows(&w.path("t"))
+        .into_iter()
+        .map(|r| r["day"].clone())
+        .collect();
+    days.sort();
+    assert_eq!(days, ["2026-11-28", "2026-12-01"]);
+    let out = w.run(&["-t", "t2", "--cast", "id=int:%d", "in.csv"]);
+    assert_code(&out, 2);
+
+    let out = w.run(&["--infer-schema", "--null-markers", "NA", "in.csv"]);
+    assert_code(&out, 0);
+    let schema = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(schema.contains("n = \"int\""), "{schema}");
+    let out = w.run(&["--infer-schema", "in.csv"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("n = \"string\""));
+
+    w.write(
+        "in.jsonl",
+        "{\"id\": 1, \"tags\": {\"a\": 1}, \"ok\": true}\n",
+    );
+    let out = w.run(&["--infer-schema", "in.jsonl"]);
+    assert_code(&out, 0);
+    let schema = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        schema.contains("tags = \"json\"")
+            && schema.contains("id = \"int\"")
+            && schema.contains("ok = \"bool\""),
+        "{schema}"
+    );
+}
+
+/// Issue 40.8: `--status` names the first ten files an abort would remove, then how many
+/// more; `--json` keeps every one.
+#[test]
+fn status_names_ten_files_an_abort_would_remove_then_counts_the_rest() {
+    let w = Workdir::new();
+    let mut csv = String::from("id,p\n");
+    for i in 0..15 {
+        csv.push_str(&format!("{i},p{i}\n"));
+    }
+    w.write("in.csv", csv);
+    let out = w.run_failing("run.finished.before", &["-t", "t", "-p", "p", "in.csv"]);
+    assert!(crashed(&out), "{}", stderr(&out));
+    let status = w.run(&["-t", "t", "--status"]);
+    let text = String::from_utf8_lossy(&status.stdout).to_string();
+    assert!(text.contains("remove 15 published file(s)"), "{text}");
+    assert!(
+        text.contains("... and 5 more (--status --json lists every one)"),
+        "{text}"
+    );
+    assert_eq!(text.matches(".csv (").count(), 10, "{text}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&w.run(&["-t", "t", "--status", "--json"]).stdout).unwrap();
+    let files = json[0]["abort_would"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s.as_str().unwrap().starts_with("  "))
+        .count();
+    assert_eq!(files, 15);
+}
