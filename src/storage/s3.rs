@@ -110,7 +110,12 @@ pub(crate) fn refuse_plain_http(from_env: &AmazonS3Builder) -> Result<()> {
     let endpoint = from_env.get_config_value(&AmazonS3ConfigKey::Endpoint);
     let allowed = from_env
         .get_config_value(&AmazonS3ConfigKey::Client(ClientConfigKey::AllowHttp))
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        .is_some_and(|v| {
+            // object_store's own reading of a boolean setting.
+            ["true", "1", "yes", "on"]
+                .iter()
+                .any(|t| v.trim().eq_ignore_ascii_case(t))
+        });
     match endpoint {
         Some(endpoint) if is_plain_http(&endpoint) && !allowed => Err(anyhow!(
             "the S3 endpoint {endpoint} is plain http, which the client refuses unless \
