@@ -246,3 +246,43 @@ fn crashes_around_a_quarantine_lose_and_duplicate_nothing() {
     }
     assert!(crashes >= 20, "only {crashes} crashes");
 }
+
+/// Mutation testing's survivors (issue 40.1): an input that fails while the last
+/// completed checkpoint stands inside an earlier input has no committed lines; a run
+/// that fails on a bad input without quarantine is recovered without quarantine too (a
+/// recovery fails on it, exit 1, and sets nothing aside).
+#[test]
+fn committed_lines_are_the_failing_inputs_own_and_a_failing_run_recovers_failing() {
+    let w = Workdir::new();
+    // Checkpoint 1 ends at a.csv's end; b.csv's row 10 is in checkpoint 2, never complete.
+    w.write("in/a.csv", rows(1, 3));
+    w.write("in/b.csv", "id,v\n10,ok\n11,\"never closed\n");
+    let out = w.run(&[
+        "-t",
+        "t",
+        "--on-bad-input",
+        "quarantine",
+        "--json",
+        "--checkpoint-rows",
+        "2",
+        "in",
+    ]);
+    assert_code(&out, 3);
+    assert_eq!(
+        quarantined(&json(&out))["b.csv"]["committed_through_line"],
+        0
+    );
+    assert_eq!(ids(&w), [1, 2]);
+
+    let w = Workdir::new();
+    w.write("in/a.csv", rows(1, 6));
+    w.write("in/b.csv", "id,v\n10,ok\n11,\"never closed\n");
+    let args = ["-t", "t", "--checkpoint-rows", "2", "in"];
+    let out = w.run_failing("checkpoint.complete.after:1", &args);
+    assert!(crashed(&out), "{}", stderr(&out));
+    let out = w.run(&["-t", "t", "--recover", "--json"]);
+    assert_code(&out, 1);
+    assert!(stderr(&out).contains("b.csv"), "{}", stderr(&out));
+    let status = json(&w.run(&["-t", "t", "--status", "--json"]));
+    assert_eq!(status[0]["quarantined"].as_array().map(Vec::len), Some(0));
+}
