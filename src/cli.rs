@@ -132,11 +132,17 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Print a [schema] for the inputs, inferred from their first rows, and exit
+    /// Print the [schema] a first Parquet or Delta load of the inputs would infer (from
+    /// the first 10,000 rows of each), and exit
     // The help text names the job file's table; rustdoc would take it for a link.
     #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, conflicts_with_all = ["recover", "status"])]
     pub infer_schema: bool,
+
+    /// A first load into Parquet or Delta keeps every column as text, instead of the
+    /// types a sample of the inputs shows (int, float, bool, date, timestamp)
+    #[arg(long)]
+    pub no_infer: bool,
 
     /// Send up to N bad rows to TABLE/_rejects/ instead of failing at the first one
     #[arg(long, value_name = "N")]
@@ -274,7 +280,7 @@ pub struct Cli {
 }
 
 /// Flags that only make sense for a load.
-const LOAD_ONLY: [&str; 31] = [
+const LOAD_ONLY: [&str; 32] = [
     "compression",
     "on_bad_input",
     "include",
@@ -297,6 +303,7 @@ const LOAD_ONLY: [&str; 31] = [
     "evolve",
     "json_new_keys",
     "infer_schema",
+    "no_infer",
     "null_markers",
     "trim",
     "cast",

@@ -35,8 +35,9 @@ pub enum Command {
     InferSchema {
         inputs: Vec<PathBuf>,
         delimiter: u8,
-        /// `--null-markers`: values that count as null, not as evidence of a type.
-        null_markers: Vec<String>,
+        /// The stages a load would run: its leading null markers and trimming clean
+        /// the sample, as they would clean the load's values before the cast.
+        stages: Vec<StageSpec>,
     },
 }
 
@@ -77,6 +78,9 @@ pub struct LoadConfig {
     pub min_age: Option<Duration>,
     /// How this load may change the table's contract.
     pub evolve: crate::contract::Evolve,
+    /// A first load into a typed table infers its CSV columns' types (`infer.rs`);
+    /// `--no-infer` keeps them text.
+    pub infer: bool,
     pub options: RunOptions,
 }
 
@@ -280,11 +284,12 @@ impl Command {
             if inputs.is_empty() {
                 return Err(usage("--infer-schema needs inputs"));
             }
-            let null_markers = cli.null_markers.clone().unwrap_or_default();
+            let mut stages = file.stages.clone();
+            stages.extend(cli_stages(&cli)?);
             return Ok(Command::InferSchema {
                 inputs,
                 delimiter,
-                null_markers,
+                stages,
             });
         }
         let table = cli
@@ -456,6 +461,7 @@ impl Command {
                 None => None,
             },
             evolve: cli.evolve.or(file.evolve).unwrap_or_default(),
+            infer: !cli.no_infer && file.infer != Some(false),
             options: RunOptions {
                 delimiter,
                 partition_by,

@@ -130,6 +130,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("target_file_size", "\"128M\"", "cut part files at about this size (--target-file-size)"),
     ("mode", "\"overwrite-partitions\"", "append or overwrite-partitions (--mode)"),
     ("on_bad_input", "\"quarantine\"", "fail, or set aside an input that cannot load and load the others (--on-bad-input)"),
+    ("infer", "false", "false keeps a first Parquet or Delta load's columns as text, not inferred types (--no-infer)"),
     ("evolve", "\"add-columns\"", "let the load add columns to the table contract (--evolve)"),
     ("json_new_keys", "\"drop\"", "JSON lines: a key the sampled objects lacked is an error or dropped (--json-new-keys)"),
     ("dedupe_key", "[\"order_id\"]", "keep the first row of each key in the run (--dedupe-key)"),
@@ -168,6 +169,8 @@ pub struct JobFile {
     pub on_bad_input: Option<crate::options::OnBadInput>,
     /// JSON lines: `error` (default) or `drop` for keys the sample did not have.
     pub json_new_keys: Option<crate::config::NewKeys>,
+    /// `false`: a first Parquet or Delta load keeps its columns as text (--no-infer).
+    pub infer: Option<bool>,
     /// How the load may change the table's contract (`add-columns`).
     pub evolve: Option<crate::contract::Evolve>,
     #[serde(default)]

@@ -105,9 +105,9 @@ pub fn execute(command: Command) -> Result<Option<(Vec<Summary>, bool, Messages)
         Command::InferSchema {
             inputs,
             delimiter,
-            null_markers,
+            stages,
         } => {
-            output::print(&infer::infer(&inputs, delimiter, &null_markers)?)?;
+            output::print(&infer::schema_of(&inputs, delimiter, &stages)?)?;
             Ok(None)
         }
         Command::Abort(common, job) => {

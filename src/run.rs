@@ -519,14 +519,18 @@ fn prepare(
     columns: &[String],
 ) -> Result<(crate::config::RunOptions, crate::schema::Schema)> {
     let mut options = cfg.options.clone();
+    // Casts go after the leading null markers and trimming, whose nulls they then skip.
+    let cleaning = crate::infer::leading_cleaning(&options.stages);
     if let (Some(schema), false) = (&options.schema, columns.is_empty()) {
         // The schema's checks and casts run first, and are journaled like any stage.
         let first = schema.stages_for(columns)?;
-        options.stages.splice(0..0, first);
+        options.stages.splice(cleaning..cleaning, first);
     }
     if let Some(cast) = json_types(inputs, &options)? {
         // JSON carries types: the sampled ones are cast first, journaled like any stage.
         options.stages.insert(0, cast);
+    } else if let Some(cast) = csv_types(cfg, inputs, columns, &options)? {
+        options.stages.insert(cleaning, cast);
     }
     let probe = RunStarted {
         run_id: run_id.to_string(),
@@ -540,6 +544,54 @@ fn prepare(
     };
     let schema = pipeline::validate(layout, &probe, columns)?;
     Ok((probe.options, schema))
+}
+
+/// The cast a CSV load gets for the columns its job does not type itself: to the types
+/// of the table's contract, or, on a first load into a typed table (Parquet or Delta)
+/// whose job types nothing, to the types a sample of its inputs shows (`infer.rs`;
+/// `--no-infer` keeps text). Journaled with the run like any stage.
+fn csv_types(
+    cfg: &LoadConfig,
+    inputs: &[Fingerprint],
+    columns: &[String],
+    options: &crate::config::RunOptions,
+) -> Result<Option<crate::stage::spec::StageSpec>> {
+    use crate::schema::ColumnType;
+    use crate::stage::spec::StageSpec;
+    if columns.is_empty() || options.schema.is_some() || source::is_jsonl_load(inputs) {
+        return Ok(None);
+    }
+    let cast_by_the_job = |name: &str| {
+        options
+            .stages
+            .iter()
+            .any(|s| matches!(s, StageSpec::Cast { columns, .. } if columns.contains_key(name)))
+    };
+    let Some(contract) = contract::load(&cfg.common.table)? else {
+        let typed_output = options.format == crate::options::Format::Parquet
+            || options.table_format == TableFormat::Delta;
+        let casts_nothing = !options
+            .stages
+            .iter()
+            .any(|s| matches!(s, StageSpec::Cast { .. }));
+        return Ok((cfg.infer && typed_output && casts_nothing)
+            .then(|| {
+                crate::infer::inferred_cast(inputs, columns, options.delimiter, &options.stages)
+            })
+            .flatten());
+    };
+    let typed: std::collections::BTreeMap<String, ColumnType> = contract
+        .columns
+        .iter()
+        .filter(|c| c.ty != ColumnType::String)
+        .filter(|c| columns.contains(&c.name) && !cast_by_the_job(&c.name))
+        .map(|c| (c.name.clone(), c.ty))
+        .collect();
+    Ok((!typed.is_empty()).then_some(StageSpec::Cast {
+        columns: typed,
+        format: None,
+        timezone: None,
+    }))
 }
 
 #[cfg(feature = "delta")]

@@ -14,7 +14,7 @@ use crate::delta::{
 use crate::s3::{store, Store};
 use crate::s3_table::{
     assert_killed_or_clean, assert_no_open_uploads, crash_matrix_on_two_machines,
-    kill_loop_on_two_machines, run_killed_at, TableReader,
+    kill_loop_on_two_machines, run_killed_at, typed_as_in, TableReader,
 };
 use crate::util::*;
 
@@ -208,6 +208,7 @@ fn eight_writers_killed_at_random_and_recovered_elsewhere_land_every_row_once() 
         "seed {seed}: named before whole: {early:?}"
     );
     let what = format!("seed {seed}: eight writers, {kills} killed");
+    let all = typed_as_in(&s3, "t", all);
     assert_same_rows(delta_rows_in(&s3, "t", &what), all, &what);
     let apps: std::collections::BTreeSet<_> = delta_log_in(&s3, "t")
         .txns
@@ -287,7 +288,8 @@ fn a_delta_overwrite_in_a_bucket_is_one_commit_finished_on_another_machine() {
             );
             assert_code(&recovered, 0);
         }
-        assert_same_rows(delta_rows_in(&s3, &rel, point), want.clone(), point);
+        let typed = typed_as_in(&s3, &rel, want.clone());
+        assert_same_rows(delta_rows_in(&s3, &rel, point), typed, point);
         let after = delta_log_in(&s3, &rel).version;
         assert_eq!(after, before + 1, "{point}: one commit replaces them all");
     }

@@ -38,3 +38,4 @@ mod select;
 mod shard;
 mod stages;
 mod symlinks;
+mod types;

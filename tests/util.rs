@@ -496,6 +496,64 @@ pub fn visible_debris(table: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Column name to type, as `table`'s contract records them.
+pub fn contract_types(table: &Path) -> BTreeMap<String, String> {
+    let recorded: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(table.join("_ingest/contract.json")).unwrap())
+            .unwrap();
+    recorded["contract"]["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["type"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Input `rows` as a typed table gives them back: each value in the canonical spelling
+/// of its column's type in `table`'s contract (a `float` `1.50` as `1.5`, a `timestamp`
+/// `2026-11-28 10:00:00` as `2026-11-28T10:00:00Z`), as [`parquet_file_rows`] renders
+/// them. Columns the contract keeps as text are unchanged.
+pub fn as_typed_by_contract(table: &Path, rows: Vec<Row>) -> Vec<Row> {
+    let types = contract_types(table);
+    let canonical = |ty: &str, v: &str| -> String {
+        if v.is_empty() {
+            return String::new();
+        }
+        match ty {
+            "int" => v.parse::<i64>().unwrap().to_string(),
+            "float" => v.parse::<f64>().unwrap().to_string(),
+            "bool" => v.to_ascii_lowercase(),
+            "timestamp" => v
+                .parse::<jiff::Timestamp>()
+                .or_else(|_| {
+                    v.parse::<jiff::civil::DateTime>()
+                        .map(|dt| dt.to_zoned(jiff::tz::TimeZone::UTC).unwrap().timestamp())
+                })
+                .unwrap()
+                .to_string(),
+            _ => v.to_string(),
+        }
+    };
+    rows.into_iter()
+        .map(|row| {
+            row.into_iter()
+                .map(|(k, v)| {
+                    let v = match types.get(&k) {
+                        Some(ty) => canonical(ty, &v),
+                        None => v,
+                    };
+                    (k, v)
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// Asserts two multisets of rows are equal, with a readable difference.
 #[track_caller]
 pub fn assert_same_rows(actual: Vec<Row>, expected: Vec<Row>, what: &str) {
