@@ -24,15 +24,16 @@ faster. Tools:
   baseline-split  the same program with --split: each of 2 threads parses and writes its
                   own half of the input files (the strongest simple rival on 2 cores)
   duckdb-csv      DuckDB COPY … TO … (FORMAT csv, PARTITION_BY (country)), 2 threads
-  ingest-parquet  ingest with --format parquet (all columns strings, zstd)
+  ingest-parquet  ingest with --format parquet (zstd; the types it infers on a first load)
   duckdb-parquet  the DuckDB COPY with FORMAT parquet (all_varchar, its default codec:
                   snappy)
   xsv             xsv cat rows … | xsv partition country (xsv reads one stream)
   cat, cp         the I/O floor: read the inputs; copy them
 
-With --parquet it runs only codec-matched pairs, alternated: ingest --format parquet (zstd)
-against DuckDB's COPY with COMPRESSION zstd, and ingest --compression snappy against
-DuckDB's default (snappy).
+With --parquet it runs only codec-matched pairs, alternated, typed against typed (ingest's
+inferred types against DuckDB's detected ones): ingest --format parquet (zstd) against
+DuckDB's COPY with COMPRESSION zstd, ingest --compression snappy against DuckDB's default
+(snappy); and text against text: ingest --no-infer against DuckDB's all_varchar (zstd).
 
 It also measures recovery: a load killed (SIGKILL) at 90% of its duration, then the time
 `--recover` takes, against the time of one checkpoint interval.
@@ -80,6 +81,8 @@ def tools(data, files, out):
     duck = ("import duckdb,sys,time; c=duckdb.connect(); c.execute('SET threads=2'); t=time.time(); "
             "c.execute(f\"COPY (SELECT * FROM read_csv('{sys.argv[1]}/*.csv', all_varchar=true)) TO "
             "'{sys.argv[2]}' (FORMAT {sys.argv[3]}, PARTITION_BY (country))\")")
+    # DuckDB's own type detection (a sample of the rows), as ingest infers on a first load.
+    duck_typed = duck.replace(", all_varchar=true", "")
     quoted = " ".join(f"'{f}'" for f in files)
     return {
         "ingest": [INGEST, "-q", "-t", out, "-p", "country", data],
@@ -88,6 +91,8 @@ def tools(data, files, out):
                             "--cast", "ts=timestamp", "--derive", "dt=date(ts)", "--drop", "email",
                             "--dedupe-key", "order_id", data],
         "ingest-parquet": [INGEST, "-q", "-t", out, "-p", "country", "--format", "parquet", data],
+        "ingest-parquet-text": [INGEST, "-q", "-t", out, "-p", "country", "--format", "parquet",
+                                "--no-infer", data],
         "baseline": [BASELINE, out, "country", *files],
         "baseline-split": [BASELINE, "--split", out, "country", *files],
         "duckdb-csv": [PY, "-c", duck, data, out, "csv"],
@@ -95,6 +100,8 @@ def tools(data, files, out):
         "ingest-parquet-snappy": [INGEST, "-q", "-t", out, "-p", "country", "--format", "parquet",
                                   "--compression", "snappy", data],
         "duckdb-parquet-zstd": [PY, "-c", duck, data, out, "parquet, COMPRESSION zstd"],
+        "duckdb-parquet-typed-zstd": [PY, "-c", duck_typed, data, out, "parquet, COMPRESSION zstd"],
+        "duckdb-parquet-typed": [PY, "-c", duck_typed, data, out, "parquet"],
         "xsv": ["sh", "-c", f"mkdir -p '{out}' && '{XSV}' cat rows {quoted} | '{XSV}' partition country '{out}' -"],
         "cat": ["sh", "-c", f"cat {quoted} > /dev/null"],
         "cp": ["cp", "-r", data, out],
@@ -158,10 +165,14 @@ def timed(cmd, out):
 
 
 # Tools left out of the main table: they only appear in the codec-matched Parquet pairs.
-PAIR_ONLY = ("ingest-parquet-snappy", "duckdb-parquet-zstd")
-# Parquet, codec against codec: (ingest's command, DuckDB's command, codec).
-PARQUET_PAIRS = [("ingest-parquet", "duckdb-parquet-zstd", "zstd"),
-                 ("ingest-parquet-snappy", "duckdb-parquet", "snappy")]
+PAIR_ONLY = ("ingest-parquet-snappy", "ingest-parquet-text", "duckdb-parquet-zstd",
+             "duckdb-parquet-typed-zstd", "duckdb-parquet-typed")
+# Parquet, codec against codec and typed against typed: (ingest's command, DuckDB's
+# command, what they write). ingest types the columns it infers on a first load; DuckDB
+# its detected types. Text: ingest --no-infer against DuckDB's all_varchar.
+PARQUET_PAIRS = [("ingest-parquet", "duckdb-parquet-typed-zstd", "zstd, typed"),
+                 ("ingest-parquet-snappy", "duckdb-parquet-typed", "snappy, typed"),
+                 ("ingest-parquet-text", "duckdb-parquet-zstd", "zstd, text")]
 
 
 def parquet_pairs(work, mb, reps):
@@ -357,7 +368,7 @@ def main():
             nbytes, rows = parquet_pairs(args.work, mb, args.reps)
             print(f"## Parquet, {nbytes / 1e6:.0f} MB of CSV, partitioned by country, "
                   f"median of {args.reps} alternated pairs\n")
-            print("| codec | ingest s | DuckDB s | DuckDB ÷ ingest (same round) |")
+            print("| codec, columns | ingest s | DuckDB s | DuckDB ÷ ingest (same round) |")
             print("| --- | ---: | ---: | ---: |")
             for codec, ours, theirs, ratio in rows:
                 print(f"| {codec} | {ours:.2f} | {theirs:.2f} | {ratio:.2f} |")

@@ -1,4 +1,5 @@
-//! Exit codes, as `CONTRACT.md` fixes them, and the few typed errors that select them.
+//! Exit codes, as the README and the man page list them, and the few typed errors that
+//! select them.
 //!
 //! Everything else is an `anyhow` error and exits 1. `main` walks an error's chain once
 //! to find one of the typed errors here.

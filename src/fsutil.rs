@@ -142,7 +142,8 @@ pub fn sync_concurrently<T: Sync, R: Send>(
 /// Creates `dir` and any missing parents, fsyncing each parent that gained an entry.
 ///
 /// Survives: a power cut that would otherwise keep a staged file's data but lose the
-/// directory that names it (DESIGN.md: every new directory is fsynced in its parent).
+/// directory that names it (docs/ARCHITECTURE.md, durability rules: every new directory
+/// is fsynced in its parent).
 pub fn create_dir_all_durable(dir: &Path) -> Result<()> {
     if dir.is_dir() {
         return Ok(());
@@ -173,8 +174,8 @@ pub fn create_dir_all_durable(dir: &Path) -> Result<()> {
 /// Survives: a power cut after a file is renamed into a new directory and that directory
 /// is fsynced. The rename is then durable (the staged name is gone), and if the new
 /// directory's own name in its parent were not, the file would be in neither place
-/// (DESIGN.md: a new directory is durable in its parent before anything is renamed into
-/// it). The directories are fsynced together, not top down or bottom up, since none of
+/// (docs/ARCHITECTURE.md: a new directory is durable in its parent before anything is
+/// renamed into it). The directories are fsynced together, not top down or bottom up, since none of
 /// these fsyncs needs another to come first: only the rename must wait for them all. A
 /// directory that already exists is fsynced too: an earlier process may have made it and
 /// crashed before fsyncing its parent, and nothing here can tell.
@@ -259,8 +260,8 @@ pub fn sync_ancestors(dir: &Path, root: &Path) -> Result<()> {
 /// after its `write` and before its `fsync`. The page cache still holds what it wrote,
 /// so this process reads it; if this process then acted on it (published files, folded
 /// the manifest) and the power failed before that old write reached the disk, the disk
-/// would hold the consequences without their cause. DESIGN.md: the journal is fsynced
-/// before anything that depends on it happens, whoever wrote it.
+/// would hold the consequences without their cause. docs/ARCHITECTURE.md: the journal is
+/// fsynced before anything that depends on it happens, whoever wrote it.
 pub fn settle(path: &Path) -> Result<()> {
     let file = match File::open(path) {
         Ok(file) => file,

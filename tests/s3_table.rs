@@ -567,8 +567,11 @@ fn first_loads_of_two_jobs_at_once_share_an_equal_contract_and_refuse_a_differen
                     .map(|job| {
                         let (s3, w, table, orders) = (&s3, &w, &table, &orders);
                         scope.spawn(move || {
+                            // Both jobs take the same inputs on purpose (--reload): a
+                            // job that starts after the other finished would refuse them.
                             s3.on(w, &format!("machine-{job}"))
-                                .args(["-t", table, "--job", job, "-p", partitioning(job)])
+                                .args(["-t", table, "--job", job, "--reload"])
+                                .args(["-p", partitioning(job)])
                                 .arg(orders)
                                 .output()
                                 .unwrap()
