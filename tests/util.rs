@@ -497,6 +497,7 @@ pub fn visible_debris(table: &Path) -> Vec<PathBuf> {
 }
 
 /// Column name to type, as `table`'s contract records them.
+#[cfg(any(feature = "parquet", feature = "s3"))]
 pub fn contract_types(table: &Path) -> BTreeMap<String, String> {
     let recorded: serde_json::Value =
         serde_json::from_slice(&std::fs::read(table.join("_ingest/contract.json")).unwrap())
@@ -518,6 +519,7 @@ pub fn contract_types(table: &Path) -> BTreeMap<String, String> {
 /// of its column's type in `table`'s contract (a `float` `1.50` as `1.5`, a `timestamp`
 /// `2026-11-28 10:00:00` as `2026-11-28T10:00:00Z`), as [`parquet_file_rows`] renders
 /// them. Columns the contract keeps as text are unchanged.
+#[cfg(any(feature = "parquet", feature = "s3"))]
 pub fn as_typed_by_contract(table: &Path, rows: Vec<Row>) -> Vec<Row> {
     let types = contract_types(table);
     let canonical = |ty: &str, v: &str| -> String {
