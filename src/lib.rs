@@ -32,6 +32,7 @@
 
 pub mod abort;
 pub mod batch;
+pub mod cache_hint;
 pub mod canonical;
 pub mod checkpoint;
 pub mod cli;
@@ -51,7 +52,6 @@ pub mod options;
 pub mod output;
 pub mod pipeline;
 pub mod plan;
-pub mod prefetch;
 pub mod progress;
 pub mod protocol;
 pub mod quarantine;

@@ -21,9 +21,10 @@ use crate::journal::{Checkpoint, Journal, RunStarted};
 use crate::progress::Counters;
 use crate::protocol::{Fingerprint, SnapshotRef};
 use crate::schema::Schema;
-use crate::sink::{self, Output, Rejects, Shard, TableSink};
+use crate::sink::{self, Output, Rejects, SinkShare, TableSink};
 use crate::source::{self, SourcePlan};
-use crate::stage::spec::{self, RunContext};
+use crate::stage::context::RunContext;
+use crate::stage::spec;
 use crate::stage::{self, keystore, SnapshotStore, Stage};
 use crate::table::JobLayout;
 
@@ -206,7 +207,7 @@ pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
     let Threads { workers, sinks } = Threads::for_load(spec.threads);
     let mut table_sinks = (0..sinks)
         .map(|index| {
-            let shard = Shard {
+            let shard = SinkShare {
                 index,
                 count: sinks,
             };

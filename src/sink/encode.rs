@@ -12,87 +12,12 @@ use anyhow::{Context, Result};
 #[cfg(test)]
 use crate::batch::Column;
 use crate::batch::RecordBatch;
-use crate::fsutil;
 use crate::options::{Compression, Format};
+#[cfg(test)]
 use crate::schema::ColumnType;
 
-/// How each body column is written in JSON.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JsonKind {
-    /// A number or boolean: its canonical text is already valid JSON.
-    Raw,
-    Text,
-}
-
-/// The columns a staged file holds and how to spell them.
-#[derive(Debug, Clone)]
-pub struct Layout {
-    /// Column indices of the batch, in file order.
-    pub cols: Vec<usize>,
-    /// CSV header cells (and Parquet field names).
-    pub header: Vec<String>,
-    /// Column types (Parquet's typed columns; JSON's numbers and booleans).
-    pub types: Vec<ColumnType>,
-    /// `"name":` per column, JSON-escaped once.
-    json_keys: Vec<Vec<u8>>,
-    json_kinds: Vec<JsonKind>,
-}
-
-impl Layout {
-    /// About the bytes row `row` takes in a file of `format`: fields, delimiters and the
-    /// line end; a JSON line adds its keys, quotes and braces.
-    pub fn row_bytes(&self, batch: &RecordBatch, row: usize, format: Format) -> u64 {
-        let mut bytes = 0;
-        for &col in &self.cols {
-            let field = batch.field(row, col);
-            bytes += field.len();
-            // A quoted CSV field: two quotes, and each quote inside doubled.
-            if format == Format::Csv
-                && field
-                    .iter()
-                    .any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'))
-            {
-                bytes += 2 + field.iter().filter(|&&b| b == b'"').count();
-            }
-        }
-        bytes += match format {
-            Format::Jsonl => {
-                self.json_keys.iter().map(Vec::len).sum::<usize>() + 3 * self.cols.len() + 2
-            }
-            _ => self.cols.len(),
-        };
-        bytes as u64
-    }
-
-    /// A layout for columns `cols` with these names and types.
-    pub fn new(cols: Vec<usize>, names: Vec<String>, types: &[ColumnType]) -> Layout {
-        let json_keys = names
-            .iter()
-            .map(|n| {
-                let mut key = serde_json::to_vec(n).unwrap_or_else(|_| b"\"\"".to_vec());
-                key.push(b':');
-                key
-            })
-            .collect();
-        let json_kinds = types
-            .iter()
-            .map(|t| {
-                if t.is_numeric() || matches!(t, ColumnType::Bool | ColumnType::Json) {
-                    JsonKind::Raw
-                } else {
-                    JsonKind::Text
-                }
-            })
-            .collect();
-        Layout {
-            cols,
-            header: names,
-            types: types.to_vec(),
-            json_keys,
-            json_kinds,
-        }
-    }
-}
+use super::columns::{FileColumns, JsonKind};
+use super::counting::CountingFile;
 
 /// A layout's columns in one batch as pieces: runs of consecutive stored fields, each
 /// `first..=last`, and columns a stage added. For a record whose quoting the source
@@ -118,7 +43,7 @@ enum Piece {
 
 impl Runs {
     /// The pieces of `layout`'s columns in `batch`.
-    pub fn find(&mut self, layout: &Layout, batch: &RecordBatch) {
+    pub fn find(&mut self, layout: &FileColumns, batch: &RecordBatch) {
         self.pieces.clear();
         self.masked = layout.cols.len() > 1;
         for &col in &layout.cols {
@@ -135,73 +60,6 @@ impl Runs {
     }
 }
 
-/// Bytes a staged file gains between two starts of its writeback
-/// ([`fsutil::start_writeback`]). What a checkpoint's files gained since their last
-/// start is what its fsyncs must still write and wait for, which the last checkpoint
-/// does while the load waits: from the sink's end to exit, 1 GB in 40 partitions
-/// (`perf sched timehist`, median of 8 alternated runs) took 40 ms at 1 MiB, 26 ms at
-/// 512 KiB and 23 ms at 256 KiB. The smaller step costs no CPU time that shows (6
-/// alternated rounds pinned to one core: 2.63 s of CPU against 2.64 s at 1 MiB);
-/// 256 KiB doubles the calls again for 3 ms.
-const WRITE_BEHIND: u64 = 1 << 19;
-
-/// The page size writeback starts are rounded down to, so that the page still being
-/// appended to is not under write-out.
-const PAGE: u64 = 4096;
-
-/// The file under the encoder, counting the bytes that reach it (for
-/// `--target-file-size`, which therefore counts compressed bytes), and writing them
-/// behind as they come.
-pub struct Counted {
-    file: File,
-    written: u64,
-    /// Where the file ended when opened (a reopened file is appended to).
-    base: u64,
-    /// Where the last writeback start ended, from `base`.
-    behind: u64,
-}
-
-impl Counted {
-    /// Counts what is written to `file`.
-    pub fn new(file: File) -> Counted {
-        // Only where writeback starts depends on it: 0 if unknown.
-        let base = file.metadata().map_or(0, |m| m.len());
-        Counted {
-            file,
-            written: 0,
-            base,
-            behind: 0,
-        }
-    }
-
-    /// Bytes written so far.
-    pub fn written(&self) -> u64 {
-        self.written
-    }
-
-    /// The file.
-    pub fn into_file(self) -> File {
-        self.file
-    }
-}
-
-impl Write for Counted {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.file.write(buf)?;
-        self.written += n as u64;
-        if self.written - self.behind >= WRITE_BEHIND {
-            let end = (self.base + self.written) / PAGE * PAGE;
-            fsutil::start_writeback(&self.file, end);
-            self.behind = self.written;
-        }
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.file.flush()
-    }
-}
-
 /// A zstd stream at level 3 with a 128 KiB window and 32 Ki-entry match tables, not the
 /// level's 2 MiB window and 128/64 Ki-entry tables. A load writes to one open encoder per
 /// partition, and each new frame (a file, or a closed file reopened) zeroes its tables:
@@ -210,7 +68,9 @@ impl Write for Counted {
 /// larger (2.1% unpartitioned, 0.71 -> 0.59 s); by country and dt (1,200 partitions,
 /// 256 open), CSV 6.5 -> 4.9 s and 375 -> 166 MB, JSON lines 6.1 -> 5.0 s and 254 ->
 /// 215 MB, the same sizes. gzip's window is 32 KiB.
-fn zstd_encoder(out: Counted) -> std::io::Result<zstd::stream::write::Encoder<'static, Counted>> {
+fn zstd_encoder(
+    out: CountingFile,
+) -> std::io::Result<zstd::stream::write::Encoder<'static, CountingFile>> {
     use zstd::stream::raw::CParameter;
     let mut encoder = zstd::stream::write::Encoder::new(out, 3)?;
     encoder.window_log(17)?;
@@ -222,14 +82,14 @@ fn zstd_encoder(out: Counted) -> std::io::Result<zstd::stream::write::Encoder<'s
 /// The byte stream of a staged file: plain or compressed. Reopening a closed file for
 /// appending starts a new gzip member or zstd frame; readers decode concatenations.
 pub enum Out {
-    Plain(Counted),
-    Gzip(flate2::write::GzEncoder<Counted>),
-    Zstd(zstd::stream::write::Encoder<'static, Counted>),
+    Plain(CountingFile),
+    Gzip(flate2::write::GzEncoder<CountingFile>),
+    Zstd(zstd::stream::write::Encoder<'static, CountingFile>),
 }
 
 impl Out {
     fn new(file: File, compression: Compression) -> Result<Out> {
-        let counted = Counted::new(file);
+        let counted = CountingFile::new(file);
         Ok(match compression {
             Compression::None => Out::Plain(counted),
             Compression::Gzip => Out::Gzip(flate2::write::GzEncoder::new(
@@ -243,9 +103,9 @@ impl Out {
 
     fn written(&self) -> u64 {
         match self {
-            Out::Plain(c) => c.written,
-            Out::Gzip(g) => g.get_ref().written,
-            Out::Zstd(z) => z.get_ref().written,
+            Out::Plain(c) => c.written(),
+            Out::Gzip(g) => g.get_ref().written(),
+            Out::Zstd(z) => z.get_ref().written(),
         }
     }
 
@@ -314,7 +174,7 @@ impl Encoder {
     #[cfg(feature = "parquet")]
     pub fn parquet(
         path: std::path::PathBuf,
-        layout: &Layout,
+        layout: &FileColumns,
         compression: Compression,
         target_size: Option<u64>,
         ordinal: usize,
@@ -356,7 +216,7 @@ impl Encoder {
     /// `batch` (see [`Runs`]). Hot path: no allocation per row.
     pub fn write_rows(
         &mut self,
-        layout: &Layout,
+        layout: &FileColumns,
         batch: &RecordBatch,
         rows: &[usize],
         runs: &Runs,
@@ -456,7 +316,7 @@ fn needs_quotes(bytes: &[u8]) -> bool {
 #[inline]
 pub fn push_csv_row(
     buf: &mut Vec<u8>,
-    layout: &Layout,
+    layout: &FileColumns,
     batch: &RecordBatch,
     row: usize,
     runs: &Runs,
@@ -569,7 +429,7 @@ impl CsvOut {
 pub fn push_row(
     format: Format,
     buf: &mut Vec<u8>,
-    layout: &Layout,
+    layout: &FileColumns,
     batch: &RecordBatch,
     row: usize,
     runs: &Runs,
@@ -585,7 +445,7 @@ pub fn push_row(
 /// Writes row `row` of `batch` as one JSON object on its line.
 fn write_json_row(
     w: &mut impl Write,
-    layout: &Layout,
+    layout: &FileColumns,
     batch: &RecordBatch,
     row: usize,
 ) -> Result<()> {
@@ -635,7 +495,7 @@ mod tests {
 
     use super::*;
 
-    fn runs(layout: &Layout, batch: &RecordBatch) -> Runs {
+    fn runs(layout: &FileColumns, batch: &RecordBatch) -> Runs {
         let mut runs = Runs::default();
         runs.find(layout, batch);
         runs
@@ -674,29 +534,6 @@ mod tests {
     }
 
     #[test]
-    fn a_counted_file_is_written_behind_from_where_it_ended_when_opened() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("x.csv");
-        File::create(&path).unwrap();
-        let chunk: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
-        let mut want = Vec::new();
-        for opening in 0..2 {
-            let mut out = Counted::new(fsutil::open_append(&path).unwrap());
-            assert_eq!(out.base, want.len() as u64, "opening {opening}");
-            for _ in 0..25 {
-                out.write_all(&chunk).unwrap();
-                want.extend_from_slice(&chunk);
-            }
-            assert_eq!(out.written(), 2_500_000);
-            // Started once 512 KiB had come (at 600,000 bytes), then each time another
-            // had: at 1,200,000, 1,800,000 and 2,400,000.
-            assert_eq!(out.behind, 2_400_000, "opening {opening}");
-            drop(out.into_file());
-        }
-        assert_eq!(std::fs::read(&path).unwrap(), want);
-    }
-
-    #[test]
     fn a_record_wider_than_the_quoting_mask_is_quoted_where_it_must_be() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.csv");
@@ -711,7 +548,7 @@ mod tests {
         let mut b = RecordBatch::new(n);
         b.push(fields.iter().map(Vec::as_slice), 0, 1);
         let header: Vec<String> = (0..n).map(|i| format!("c{i}")).collect();
-        let layout = Layout::new(
+        let layout = FileColumns::new(
             (0..n).collect(),
             header.clone(),
             &vec![ColumnType::String; n],
@@ -748,7 +585,7 @@ mod tests {
         b.push(fields.iter().map(Vec::as_slice), 0, 1);
         let cols: Vec<usize> = (0..n).filter(|&c| c != 20).collect();
         let header: Vec<String> = cols.iter().map(|i| format!("c{i}")).collect();
-        let layout = Layout::new(cols.clone(), header, &vec![ColumnType::String; cols.len()]);
+        let layout = FileColumns::new(cols.clone(), header, &vec![ColumnType::String; cols.len()]);
         let runs = runs(&layout, &b);
         assert!(runs.masked, "60 fields fit the quoting mask");
         let mut got = Vec::new();
@@ -804,7 +641,7 @@ mod tests {
             // to spare: the runs of stored columns break there.
             let cols: Vec<usize> = (0..n).filter(|&c| n == 1 || c != skip).collect();
             let header: Vec<String> = cols.iter().map(|&i| if i == 1 { "a,b".into() } else { format!("c{i}") }).collect();
-            let layout = Layout::new(cols.clone(), header.clone(), &vec![ColumnType::String; cols.len()]);
+            let layout = FileColumns::new(cols.clone(), header.clone(), &vec![ColumnType::String; cols.len()]);
             // A small buffer: rows spill to the file between writes too.
             let mut enc = Encoder::new(Format::Csv, Compression::None, File::create(&path).unwrap(), 64).unwrap();
             enc.start(&layout.header).unwrap();
@@ -842,7 +679,7 @@ mod tests {
         let types =
             ["int", "string", "decimal(5,2)", "bool"].map(|t| t.parse::<ColumnType>().unwrap());
         let names = ["id", "note", "amount", "ok"].map(String::from).to_vec();
-        let layout = Layout::new(vec![0, 1, 2, 3], names, &types);
+        let layout = FileColumns::new(vec![0, 1, 2, 3], names, &types);
         let mut enc = Encoder::new(
             Format::Jsonl,
             Compression::None,
@@ -873,7 +710,7 @@ mod tests {
             b.end_row(0, 2);
         }
         let types = ["int", "string"].map(|t| t.parse::<ColumnType>().unwrap());
-        let layout = Layout::new(
+        let layout = FileColumns::new(
             vec![0, 1],
             ["id", "note"].map(String::from).to_vec(),
             &types,

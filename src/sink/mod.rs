@@ -15,7 +15,9 @@
 //! The four primitives (stage, make durable, publish, discard) are the seam where an
 //! object-store implementation would plug in multipart uploads.
 
+pub mod columns;
 mod commit;
+mod counting;
 pub mod encode;
 pub mod overwrite;
 #[cfg(feature = "parquet")]
@@ -50,7 +52,8 @@ use crate::protocol::{Ack, Barrier, Flushed, StagedFile, REJECTS_DIR};
 use crate::schema::Schema;
 use crate::storage::TableStore;
 use crate::table::JobLayout;
-use encode::{Encoder, Finished, Layout};
+use columns::FileColumns;
+use encode::{Encoder, Finished};
 use router::{Routed, Router, Work};
 
 /// Suffix of staged files: matches no reader's glob for a committed extension.
@@ -84,14 +87,14 @@ const REJECTS_HEADER: [&str; 4] = ["source_file", "line", "reason", "record"];
 
 /// One sink among the `count` that split a load's partitions (see `router.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shard {
+pub struct SinkShare {
     pub index: usize,
     pub count: usize,
 }
 
-impl Shard {
+impl SinkShare {
     /// The only sink.
-    pub const ONE: Shard = Shard { index: 0, count: 1 };
+    pub const ONE: SinkShare = SinkShare { index: 0, count: 1 };
 
     /// The first sink also writes the rejects and reaches the stage-snapshot fail
     /// points of a load without stages.
@@ -101,7 +104,7 @@ impl Shard {
 }
 
 /// Staged files `shard` may keep open at once under this process's open-file limit.
-fn open_cap(output: Output, shard: Shard) -> usize {
+fn open_cap(output: Output, shard: SinkShare) -> usize {
     let compressed = output.compression != Compression::None;
     transaction::open_cap(fsutil::open_file_limit(), shard.count, compressed)
 }
@@ -111,10 +114,10 @@ pub struct TableSink {
     layout: JobLayout,
     run_id: String,
     partition_cols: Vec<(usize, String)>,
-    layout_cols: Layout,
+    layout_cols: FileColumns,
     format: Format,
     output: Output,
-    shard: Shard,
+    shard: SinkShare,
     txn: Transaction,
     routes: route::Routes,
     runs: encode::Runs,
@@ -169,15 +172,15 @@ impl TableSink {
             layout: layout.clone(),
             run_id: run_id.to_string(),
             partition_cols,
-            layout_cols: Layout::new(body_cols, names, &types),
+            layout_cols: FileColumns::new(body_cols, names, &types),
             format: output.format,
             output,
-            shard: Shard::ONE,
+            shard: SinkShare::ONE,
             txn: Transaction::new(
                 layout,
                 run_id,
                 first_checkpoint,
-                open_cap(output, Shard::ONE),
+                open_cap(output, SinkShare::ONE),
             ),
             runs: encode::Runs::default(),
             routes: route::Routes::default(),
@@ -191,7 +194,7 @@ impl TableSink {
 
     /// This sink as sink `shard.index` of `shard.count`: it writes only the rows the
     /// router gives it, and its part files' sequence numbers are its own.
-    pub fn into_shard(self, shard: Shard) -> TableSink {
+    pub fn into_shard(self, shard: SinkShare) -> TableSink {
         let max_open = open_cap(self.output, shard);
         let txn = Transaction::new(&self.layout, &self.run_id, self.txn.checkpoint, max_open);
         TableSink { shard, txn, ..self }

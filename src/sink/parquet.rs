@@ -33,7 +33,8 @@ use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
-use super::encode::{Counted, Layout};
+use super::columns::FileColumns;
+use super::counting::CountingFile;
 use super::parquet_file::ParquetFile;
 use super::string_stats::MinMax;
 use super::strings::Strings;
@@ -260,13 +261,13 @@ pub struct ParquetPart {
 
 /// A part's writer on its encoder thread: the writer, the bytes it has written so far
 /// (shared with the sink), and where it ends row groups early (`--target-file-size`).
-type Writing = (Box<ParquetFile<Counted>>, Arc<AtomicU64>, Option<u64>);
+type Writing = (Box<ParquetFile<CountingFile>>, Arc<AtomicU64>, Option<u64>);
 
 /// Work for an encoder thread.
 enum Job {
     Open {
         id: u64,
-        writer: Box<ParquetFile<Counted>>,
+        writer: Box<ParquetFile<CountingFile>>,
         written: Arc<AtomicU64>,
         row_group_bytes: Option<u64>,
     },
@@ -469,7 +470,7 @@ impl ParquetPart {
     /// its first batch is ready); `ordinal` is its place among its checkpoint's parts.
     pub fn new(
         path: PathBuf,
-        layout: &Layout,
+        layout: &FileColumns,
         compression: Compression,
         target_size: Option<u64>,
         ordinal: usize,
@@ -492,7 +493,7 @@ impl ParquetPart {
         let props = WriterProperties::builder()
             .set_compression(codec)
             .set_dictionary_enabled(false);
-        let props = ParquetFile::<Counted>::props(&schema, props).build();
+        let props = ParquetFile::<CountingFile>::props(&schema, props).build();
         let builders = layout
             .types
             .iter()
@@ -528,7 +529,7 @@ impl ParquetPart {
             }
             let file = fsutil::create_new(&self.path)?;
             let writer = ParquetFile::try_new(
-                Counted::new(file),
+                CountingFile::new(file),
                 self.schema.clone(),
                 props.build(),
                 ROW_GROUP_ROWS,
@@ -557,7 +558,7 @@ impl ParquetPart {
     /// builders hold `ARROW_BATCH_ROWS` rows.
     pub fn write_rows(
         &mut self,
-        layout: &Layout,
+        layout: &FileColumns,
         batch: &RecordBatch,
         rows: &[usize],
     ) -> Result<()> {

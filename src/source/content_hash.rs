@@ -42,7 +42,7 @@ impl ContentHash {
     /// The hash `path` gets: chained for an uncompressed object, whole otherwise.
     pub fn for_input(path: &str) -> ContentHash {
         let object = crate::storage::url::is_url_path(std::path::Path::new(path));
-        if object && !super::reader::is_compressed(path) {
+        if object && !super::names::is_compressed(path) {
             ContentHash::chained(0)
         } else {
             ContentHash::Whole(Xxh3::new())

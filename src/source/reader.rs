@@ -28,6 +28,7 @@ use csv_core::{ReadRecordResult, ReaderBuilder};
 
 use super::content_hash::ContentHash;
 use super::jsonl;
+pub use super::names::{is_compressed, is_jsonl};
 use super::quoted_records;
 use super::quotes::QuoteCheck;
 use super::specials::Specials;
@@ -140,12 +141,12 @@ struct JsonLines {
 }
 
 /// Counts the bytes read from the file itself (compressed, for a `.gz`), for progress.
-struct Counted<R> {
+struct CountingReader<R> {
     inner: R,
     count: Arc<AtomicU64>,
 }
 
-impl<R: Read> Read for Counted<R> {
+impl<R: Read> Read for CountingReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.count.fetch_add(n as u64, Ordering::Relaxed);
@@ -163,7 +164,7 @@ fn open_counted(
     raw: Arc<AtomicU64>,
 ) -> Result<Box<dyn Read + Send>> {
     let file = open_raw(path, etag, from)?;
-    let file = Counted {
+    let file = CountingReader {
         inner: file,
         count: raw,
     };
@@ -190,7 +191,7 @@ fn open_raw(path: &Path, etag: Option<&str>, from: u64) -> Result<Box<dyn Read +
         file.seek(SeekFrom::Start(from))
             .with_context(|| format!("cannot read input {}", path.display()))?;
     }
-    Ok(Box::new(super::prefetch::Prefetched::new(file, from)))
+    Ok(Box::new(super::readahead::Prefetched::new(file, from)))
 }
 
 #[cfg(feature = "s3")]
@@ -205,21 +206,6 @@ fn open_object(path: &Path, _etag: Option<&str>, _from: u64) -> Result<Box<dyn R
     anyhow::bail!(crate::exit::UsageError(
         "this ingest was built without object storage (cargo feature \"s3\")".to_string()
     ))
-}
-
-/// True for JSON lines inputs: `.jsonl` or `.ndjson`, possibly compressed.
-pub fn is_jsonl(path: &str) -> bool {
-    let plain = path
-        .strip_suffix(".gz")
-        .or_else(|| path.strip_suffix(".zst"))
-        .unwrap_or(path);
-    plain.ends_with(".jsonl") || plain.ends_with(".ndjson")
-}
-
-/// True for inputs read through a decompressor (their size on disk is not the number of
-/// bytes the parser sees).
-pub fn is_compressed(path: &str) -> bool {
-    path.ends_with(".gz") || path.ends_with(".zst")
 }
 
 /// Opens `path` as a decoded byte stream (gunzipping a `.gz` name).

@@ -7,6 +7,7 @@
 
 pub mod cast;
 pub mod clean;
+pub mod context;
 pub mod dedupe;
 pub mod expr;
 mod keyset;

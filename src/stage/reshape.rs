@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use anyhow::Result;
 
-use super::spec::{MetaField, RunContext};
+use super::context::{MetaField, RunContext};
 use super::{rebuild, Stage};
 
 use crate::batch::RecordBatch;

@@ -8,25 +8,12 @@ use serde::{Deserialize, Serialize};
 
 use super::cast::Cast;
 use super::clean::{NullMarkers, Trim};
+use super::context::{MetaField, RunContext};
 use super::dedupe::Dedupe;
 use super::expr::{Derive, Filter};
 use super::reshape::{Append, Reshape};
 use super::Stage;
 use crate::schema::{ColumnType, Schema};
-
-/// Load metadata a `metadata` stage can add as a column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MetaField {
-    /// The input file's path.
-    SourceFile,
-    /// The line where the record starts in its input.
-    SourceLine,
-    /// The run's id.
-    RunId,
-    /// When the run started (the same value for every row, even across recovery).
-    LoadTime,
-}
 
 /// One stage of the pipeline, as written in a job file (`type = "…"`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,17 +98,6 @@ impl StageSpec {
             StageSpec::Dedupe { .. } => "dedupe",
         }
     }
-}
-
-/// What stages may know about the run.
-#[derive(Debug, Clone, Default)]
-pub struct RunContext {
-    pub run_id: String,
-    pub started_at: String,
-    pub inputs: Vec<String>,
-    /// The bytes the parser will see in all, what stages that keep state size it by; 0
-    /// when unknown (a compressed input's size on disk says little about it).
-    pub input_bytes: u64,
 }
 
 /// Builds the stages in order, each against the schema the previous one produces;
