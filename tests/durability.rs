@@ -18,7 +18,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ingest::journal::{self, Record};
+use ingest::core::records::Record;
+use ingest::state::journal;
 
 use crate::util::*;
 

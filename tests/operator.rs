@@ -276,16 +276,17 @@ fn a_full_disk_fails_cleanly_and_recover_finishes_after_space_is_freed() {
     let visible = table_rows(&w.path("after-fail"));
     assert!(visible.len() < expected.len());
     assert!(visible_debris(&w.path("after-fail")).is_empty());
-    let committed: u64 = ingest::journal::replay(&w.path("after-fail/_ingest/default/journal"))
-        .unwrap()
-        .log
-        .map_or(0, |log| {
-            log.checkpoints
-                .iter()
-                .filter(|c| log.committed.contains(&c.checkpoint))
-                .map(|c| c.rows_written)
-                .sum()
-        });
+    let committed: u64 =
+        ingest::state::journal::replay(&w.path("after-fail/_ingest/default/journal"))
+            .unwrap()
+            .log
+            .map_or(0, |log| {
+                log.checkpoints
+                    .iter()
+                    .filter(|c| log.committed.contains(&c.checkpoint))
+                    .map(|c| c.rows_written)
+                    .sum()
+            });
     assert_eq!(visible.len() as u64, committed);
     assert!(
         codes.contains("recover=0"),
@@ -337,7 +338,7 @@ fn completions_are_printed_for_each_shell() {
 
 #[test]
 fn the_committed_man_page_is_current() {
-    let rendered = ingest::manpage::render().unwrap();
+    let rendered = ingest::cli::manpage::render().unwrap();
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("man/ingest.1");
     if std::env::var_os("UPDATE_MAN").is_some() {
         std::fs::write(&path, &rendered).unwrap();

@@ -1,9 +1,9 @@
 //! The columns a staged file holds, in file order, and how each is spelled: CSV header
 //! cells, Parquet field names and types, JSON keys.
 
-use crate::batch::RecordBatch;
-use crate::options::Format;
-use crate::schema::ColumnType;
+use crate::core::batch::RecordBatch;
+use crate::core::options::Format;
+use crate::core::schema::ColumnType;
 
 /// How each body column is written in JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

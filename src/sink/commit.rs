@@ -3,9 +3,9 @@
 
 use anyhow::Result;
 
-use crate::journal::Checkpoint;
-use crate::options::Mode;
-use crate::table::JobLayout;
+use crate::core::layout::JobLayout;
+use crate::core::options::Mode;
+use crate::core::records::Checkpoint;
 
 /// commit: publishes a completed checkpoint's staged files into the table, through its
 /// store (`storage/local.rs`: rename and fsync; `storage/object.rs`: complete uploads).

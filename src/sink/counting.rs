@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::io::Write;
 
-use crate::fsutil;
+use crate::core::sys::fsutil;
 
 /// Bytes a staged file gains between two starts of its writeback
 /// ([`fsutil::start_writeback`]). What a checkpoint's files gained since their last

@@ -10,11 +10,11 @@ use std::io::{BufWriter, Write};
 use anyhow::{Context, Result};
 
 #[cfg(test)]
-use crate::batch::Column;
-use crate::batch::RecordBatch;
-use crate::options::{Compression, Format};
+use crate::core::batch::Column;
+use crate::core::batch::RecordBatch;
+use crate::core::options::{Compression, Format};
 #[cfg(test)]
-use crate::schema::ColumnType;
+use crate::core::schema::ColumnType;
 
 use super::columns::{FileColumns, JsonKind};
 use super::counting::CountingFile;

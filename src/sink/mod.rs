@@ -43,15 +43,15 @@ use std::sync::mpsc::{Receiver, Sender};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use crate::batch::{RecordBatch, Returns};
-use crate::failpoint;
-use crate::fsutil;
-use crate::options::Compression;
-use crate::options::Format;
-use crate::protocol::{Ack, Barrier, Flushed, StagedFile, REJECTS_DIR};
-use crate::schema::Schema;
-use crate::storage::TableStore;
-use crate::table::JobLayout;
+use crate::core::batch::{RecordBatch, Returns};
+use crate::core::layout::JobLayout;
+use crate::core::layout::TableStore;
+use crate::core::options::Compression;
+use crate::core::options::Format;
+use crate::core::protocol::{Ack, Barrier, Flushed, StagedFile, REJECTS_DIR};
+use crate::core::schema::Schema;
+use crate::core::sys::failpoint;
+use crate::core::sys::fsutil;
 use columns::FileColumns;
 use encode::{Encoder, Finished};
 use router::{Routed, Router, Work};
@@ -78,7 +78,7 @@ pub struct Rejects {
     /// Bad rows already committed by earlier checkpoints of the run.
     pub before: u64,
     /// `--on-bad-input quarantine`: the limit holds per input, and an input past it is
-    /// the input's failure ([`crate::quarantine::BadInput`]), not the run's.
+    /// the input's failure ([`crate::core::error::BadInput`]), not the run's.
     pub per_input: bool,
 }
 
@@ -320,7 +320,7 @@ impl TableSink {
                 let seen = self.rejects_by_input.entry(reject.input).or_default();
                 *seen += 1;
                 if *seen > self.rejects.max {
-                    return Err(anyhow::Error::new(crate::quarantine::BadInput {
+                    return Err(anyhow::Error::new(crate::core::error::BadInput {
                         input: reject.input as usize,
                         reason: format!(
                             "{}:{}: {} ({} bad row(s) in this input, over --max-errors {})",
@@ -461,7 +461,7 @@ impl TableSink {
         let staged_rel = format!(
             "pending/{}/{}/{file_name}{STAGED_SUFFIX}",
             self.run_id,
-            crate::table::checkpoint_dir_name(txn.checkpoint)
+            crate::core::layout::checkpoint_dir_name(txn.checkpoint)
         );
         let buffer = transaction::write_buffer(txn.parts.len());
         let mut writer = match format {
@@ -718,7 +718,7 @@ pub fn run(
 /// why).
 pub fn route(
     mut router: Router,
-    input: Receiver<crate::batch::Msg>,
+    input: Receiver<crate::core::batch::Msg>,
     sinks: Vec<std::sync::mpsc::SyncSender<Work>>,
 ) -> Result<()> {
     for msg in input {

@@ -22,13 +22,17 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use crate::failpoint;
-use crate::fsutil;
-use crate::journal::{Journal, Record, RunLog, Swap};
-use crate::table::JobLayout;
+use crate::core::layout::JobLayout;
+use crate::core::records::{Record, RunLog, Swap};
+use crate::core::sys::failpoint;
+use crate::core::sys::fsutil;
 
 /// Steps 1 to 4 for a run whose last checkpoint is committed.
-pub fn replace_partitions(layout: &JobLayout, journal: &mut Journal, log: &RunLog) -> Result<()> {
+pub fn replace_partitions(
+    layout: &JobLayout,
+    log: &RunLog,
+    journal: &mut dyn FnMut(&Record) -> Result<()>,
+) -> Result<()> {
     if log.exchanged {
         return Ok(());
     }
@@ -37,7 +41,7 @@ pub fn replace_partitions(layout: &JobLayout, journal: &mut Journal, log: &RunLo
         Some(swaps) => swaps.clone(),
         None => {
             let swaps = assemble(layout, log, &shadow_root)?;
-            journal.append(&Record::Exchange {
+            journal(&Record::Exchange {
                 partitions: swaps.clone(),
             })?;
             swaps
@@ -66,7 +70,7 @@ pub fn replace_partitions(layout: &JobLayout, journal: &mut Journal, log: &RunLo
             failpoint::hit("overwrite.exchange.mid");
         }
     }
-    journal.append(&Record::Exchanged)?;
+    journal(&Record::Exchanged)?;
     failpoint::hit("overwrite.exchanged.after");
     Ok(())
 }

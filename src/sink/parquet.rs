@@ -38,11 +38,11 @@ use super::counting::CountingFile;
 use super::parquet_file::ParquetFile;
 use super::string_stats::MinMax;
 use super::strings::Strings;
-use crate::batch::RecordBatch;
-use crate::canonical;
-use crate::fsutil;
-use crate::options::Compression;
-use crate::schema::ColumnType;
+use crate::core::batch::RecordBatch;
+use crate::core::canonical;
+use crate::core::options::Compression;
+use crate::core::schema::ColumnType;
+use crate::core::sys::fsutil;
 
 /// Rows buffered in the Arrow builders before they go to the Parquet writer.
 const ARROW_BATCH_ROWS: usize = 8192;

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::fsutil;
-use crate::table::{parse_checkpoint_dir_name, JobLayout};
+use crate::core::layout::{parse_checkpoint_dir_name, JobLayout};
+use crate::core::sys::fsutil;
 
 /// Removes staging areas and snapshots of checkpoints after `last_complete` (they never
 /// completed: abort), and the emptied areas of committed ones. Returns names of entries

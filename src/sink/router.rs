@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 
-use crate::batch::{Msg, RecordBatch};
-use crate::protocol::Barrier;
+use crate::core::batch::{Msg, RecordBatch};
+use crate::core::protocol::Barrier;
 
 /// A batch with each good row's partition id and owning sink.
 #[derive(Debug)]

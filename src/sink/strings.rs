@@ -16,7 +16,7 @@ use arrow_array::StringArray;
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 
 use super::string_stats::{value, Extremes, MinMax};
-use crate::batch::ColumnView;
+use crate::core::batch::ColumnView;
 
 /// Bytes copied at once for a short value.
 const BLOCK: usize = 16;
@@ -155,7 +155,7 @@ impl Strings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::RecordBatch;
+    use crate::core::batch::RecordBatch;
     use proptest::prelude::*;
 
     /// A record batch of two columns, one holding `values` and the other a 20-byte

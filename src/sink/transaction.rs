@@ -17,10 +17,10 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use super::encode::Encoder;
-use crate::fsutil;
-use crate::options::Compression;
-use crate::options::Format;
-use crate::table::JobLayout;
+use crate::core::layout::JobLayout;
+use crate::core::options::Compression;
+use crate::core::options::Format;
+use crate::core::sys::fsutil;
 
 pub(super) struct PartFile {
     pub(super) staged: PathBuf,

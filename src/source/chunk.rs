@@ -24,7 +24,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 
 use super::reader::InputReader;
-use crate::batch::{RecordBatch, BATCH_ROWS};
+use crate::core::batch::{RecordBatch, BATCH_ROWS};
 
 /// Bytes per chunk: enough to amortise a hand-over, few enough that a chunk in flight
 /// per worker (and its parsed batches) keeps memory flat.
@@ -435,7 +435,7 @@ fn read_exact_at(file: &File, mut buf: &mut [u8], mut at: u64, job: &ChunkJob) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::Fingerprint;
+    use crate::core::protocol::Fingerprint;
     use proptest::prelude::*;
     use std::sync::mpsc::sync_channel;
 

@@ -41,7 +41,7 @@ pub enum ContentHash {
 impl ContentHash {
     /// The hash `path` gets: chained for an uncompressed object, whole otherwise.
     pub fn for_input(path: &str) -> ContentHash {
-        let object = crate::storage::url::is_url_path(std::path::Path::new(path));
+        let object = crate::core::url::is_url_path(std::path::Path::new(path));
         if object && !super::names::is_compressed(path) {
             ContentHash::chained(0)
         } else {
@@ -107,7 +107,7 @@ impl ContentHash {
     /// journals have always held).
     pub fn position(&self) -> String {
         match self {
-            ContentHash::Whole(_) => super::hash_hex(self.digest128()),
+            ContentHash::Whole(_) => crate::core::hash::hash_hex(self.digest128()),
             ContentHash::Blocks { chain, block, .. } => {
                 format!("{BLOCKS_TAG}{chain:032x}:{:032x}", block.digest128())
             }

@@ -10,8 +10,8 @@ use anyhow::{bail, Context, Result};
 use walkdir::WalkDir;
 
 use super::select::Selection;
-use crate::protocol::Fingerprint;
-use crate::storage::url;
+use crate::core::protocol::Fingerprint;
+use crate::core::url;
 
 /// Expands the command-line inputs into fingerprinted files (canonical paths) and
 /// objects (`s3://` URLs): argument order, then sorted path (key) order inside each
@@ -93,7 +93,7 @@ fn list_objects(arg: &Path) -> Result<Vec<Fingerprint>> {
 
 #[cfg(not(feature = "s3"))]
 fn no_object_storage() -> anyhow::Error {
-    anyhow::Error::new(crate::exit::UsageError(
+    anyhow::Error::new(crate::core::error::UsageError(
         "this ingest was built without object storage (cargo feature \"s3\")".to_string(),
     ))
 }

@@ -100,8 +100,8 @@ impl Kinds {
 
     /// The column type every sampled value fits: numbers stay numbers (an integer
     /// column with one fraction is a float column), anything mixed is a string.
-    pub fn column_type(self) -> crate::schema::ColumnType {
-        use crate::schema::ColumnType;
+    pub fn column_type(self) -> crate::core::schema::ColumnType {
+        use crate::core::schema::ColumnType;
         let Kinds {
             int,
             float,

@@ -22,19 +22,15 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use crate::batch::{Msg, RecordBatch, Reject, Spares};
-use crate::exit::Stopped;
-use crate::failpoint;
-use crate::progress::Counters;
-use crate::protocol::{Ack, Barrier, Fingerprint, InputDone, Position};
-use crate::quarantine::of_input;
-use crate::signals;
+use crate::core::bad_input::of_input;
+use crate::core::batch::{Msg, RecordBatch, Reject, Spares};
+use crate::core::counters::Counters;
+use crate::core::error::Stopped;
+use crate::core::hash::hash_hex;
+use crate::core::protocol::{Ack, Barrier, Fingerprint, InputDone, Position};
+use crate::core::sys::failpoint;
+use crate::core::sys::signals;
 use reader::InputReader;
-
-/// Formats a content hash the way the journal and manifest store it.
-pub fn hash_hex(hash: u128) -> String {
-    format!("{hash:032x}")
-}
 
 /// The byte of its input from which a resume at `position` reads again: the last block
 /// boundary before it for an object's chained hash (a ranged GET), else the first byte.

@@ -32,9 +32,9 @@ use super::chunk::{self, chunk_bytes, ChunkBytes, ChunkJob, OpenInput, Piece};
 use super::content_hash::ContentHash;
 use super::reader::{self, InputReader};
 use super::{open, Columns, Opened, Source};
-use crate::batch::RecordBatch;
-use crate::exit::Stopped;
-use crate::protocol::Position;
+use crate::core::batch::RecordBatch;
+use crate::core::error::Stopped;
+use crate::core::protocol::Position;
 
 /// Pieces a worker may send ahead for one chunk before it waits for the source thread.
 const PIECES_AHEAD: usize = 2;
@@ -123,7 +123,7 @@ impl Cursor {
 fn splittable(path: &str) -> bool {
     !reader::is_compressed(path)
         && !reader::is_jsonl(path)
-        && !crate::storage::url::is_url_path(std::path::Path::new(path))
+        && !crate::core::url::is_url_path(std::path::Path::new(path))
 }
 
 /// Plans the inputs into units, opening each in turn.
@@ -298,7 +298,7 @@ impl Sequencer {
             let index = unit.input();
             let stopped = self
                 .take(source, unit, &mut reading)
-                .map_err(|e| crate::quarantine::of_input(index, e))?;
+                .map_err(|e| crate::core::bad_input::of_input(index, e))?;
             if stopped.is_some() {
                 return Ok(stopped);
             }

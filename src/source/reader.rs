@@ -32,8 +32,8 @@ pub use super::names::{is_compressed, is_jsonl};
 use super::quoted_records;
 use super::quotes::QuoteCheck;
 use super::specials::Specials;
-use crate::batch::{RecordBatch, MAX_RECORD_BYTES};
-use crate::protocol::Fingerprint;
+use crate::core::batch::{RecordBatch, MAX_RECORD_BYTES};
+use crate::core::protocol::Fingerprint;
 
 const CHUNK: usize = 256 * 1024;
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -181,7 +181,7 @@ fn open_counted(
 }
 
 fn open_raw(path: &Path, etag: Option<&str>, from: u64) -> Result<Box<dyn Read + Send>> {
-    if crate::storage::url::is_url_path(path) {
+    if crate::core::url::is_url_path(path) {
         return open_object(path, etag, from);
     }
     let mut file =
@@ -196,14 +196,14 @@ fn open_raw(path: &Path, etag: Option<&str>, from: u64) -> Result<Box<dyn Read +
 
 #[cfg(feature = "s3")]
 fn open_object(path: &Path, etag: Option<&str>, from: u64) -> Result<Box<dyn Read + Send>> {
-    let url = crate::storage::url::parse(&path.to_string_lossy())?;
+    let url = crate::core::url::parse(&path.to_string_lossy())?;
     crate::storage::s3::open(&url, etag, from)
 }
 
 #[cfg(not(feature = "s3"))]
 fn open_object(path: &Path, _etag: Option<&str>, _from: u64) -> Result<Box<dyn Read + Send>> {
-    crate::storage::url::parse(&path.to_string_lossy())?;
-    anyhow::bail!(crate::exit::UsageError(
+    crate::core::url::parse(&path.to_string_lossy())?;
+    anyhow::bail!(crate::core::error::UsageError(
         "this ingest was built without object storage (cargo feature \"s3\")".to_string()
     ))
 }
@@ -735,7 +735,7 @@ impl InputReader {
     pub fn raw_record(&self) -> Vec<u8> {
         match &self.jsonl {
             Some(json) => jsonl::content(&json.line).to_vec(),
-            None => crate::batch::encode_csv(self.fields()),
+            None => crate::core::batch::encode_csv(self.fields()),
         }
     }
 

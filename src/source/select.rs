@@ -15,7 +15,7 @@
 use anyhow::Result;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
-use crate::exit::UsageError;
+use crate::core::error::UsageError;
 
 /// The `--include` and `--exclude` patterns, compiled.
 #[derive(Debug, Clone, Default)]

@@ -23,9 +23,9 @@ use jiff::Timestamp;
 use rust_decimal::{Decimal, RoundingStrategy};
 
 use super::{set_aside, Stage};
-use crate::batch::{Column, RecordBatch};
-use crate::canonical;
-use crate::schema::{ColumnType, Schema};
+use crate::core::batch::{Column, RecordBatch};
+use crate::core::canonical;
+use crate::core::schema::{ColumnType, Schema};
 
 /// Converts text into one type's canonical text.
 #[derive(Debug, Clone)]

@@ -3,8 +3,8 @@
 use anyhow::Result;
 
 use super::{rebuild, Stage};
-use crate::batch::RecordBatch;
-use crate::schema::{ColumnType, Schema};
+use crate::core::batch::RecordBatch;
+use crate::core::schema::{ColumnType, Schema};
 
 /// Which columns a cleaning stage touches (every one, or the string ones, by default).
 fn targets(schema: &Schema, names: &[String], strings_only: bool) -> Result<Vec<bool>, String> {

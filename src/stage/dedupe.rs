@@ -23,8 +23,8 @@ use xxhash_rust::xxh3::xxh3_128;
 use super::keyset::ints::IntSet;
 use super::keyset::KeySet;
 use super::Stage;
-use crate::batch::RecordBatch;
-use crate::schema::Schema;
+use crate::core::batch::RecordBatch;
+use crate::core::schema::Schema;
 
 /// The dedupe stage.
 pub struct Dedupe {

@@ -1,12 +1,12 @@
-//! Expression stages: `derive` a column, `filter` rows (see `crate::expr` for the
+//! Expression stages: `derive` a column, `filter` rows (see `crate::core::expr` for the
 //! language). A row whose expression fails at run time is a bad row.
 
 use anyhow::Result;
 
 use super::{set_aside, Stage};
-use crate::batch::{self, RecordBatch, Reject};
-use crate::expr::{Expr, Value};
-use crate::schema::{Column, Schema};
+use crate::core::batch::{self, RecordBatch, Reject};
+use crate::core::expr::{Expr, Value};
+use crate::core::schema::{Column, Schema};
 
 fn compile(text: &str, schema: &Schema) -> Result<Expr, String> {
     Expr::compile(text, schema).map_err(|e| e.render(text))
@@ -85,7 +85,10 @@ impl Filter {
     /// `expr` over `schema`, which must be a bool.
     pub fn new(schema: &Schema, text: &str) -> Result<(Filter, Schema), String> {
         let expr = compile(text, schema)?;
-        if !matches!(expr.ty(), crate::expr::Ty::Bool | crate::expr::Ty::Null) {
+        if !matches!(
+            expr.ty(),
+            crate::core::expr::Ty::Bool | crate::core::expr::Ty::Null
+        ) {
             return Err(format!(
                 "the filter {text:?} is not a condition (it gives a {:?})",
                 expr.ty()
@@ -134,7 +137,7 @@ impl Stage for Filter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::ColumnType;
+    use crate::core::schema::ColumnType;
     use crate::stage::cast::Cast;
     use proptest::prelude::*;
 
@@ -221,7 +224,7 @@ mod tests {
             // An empty value is not canonical: cast turns it into a null.
             let all_canonical = values
                 .iter()
-                .all(|v| crate::canonical::timestamp_date(v.as_bytes()).is_some());
+                .all(|v| crate::core::canonical::timestamp_date(v.as_bytes()).is_some());
             prop_assert_eq!(b.is_canonical(1, ColumnType::Timestamp), all_canonical);
             let expr = Expr::compile("date(ts)", &typed).unwrap();
             for row in 0..b.len() {

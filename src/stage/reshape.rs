@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 
 use anyhow::Result;
 
-use super::context::{MetaField, RunContext};
+use super::context::RunContext;
 use super::{rebuild, Stage};
+use crate::core::spec::MetaField;
 
-use crate::batch::RecordBatch;
-use crate::schema::{Column, ColumnType, Schema};
+use crate::core::batch::RecordBatch;
+use crate::core::schema::{Column, ColumnType, Schema};
 
 /// Select, drop or rename: every output column is one input column.
 pub struct Reshape {

@@ -1,104 +1,17 @@
 //! Stage specifications: what a job file's `[[stage]]` tables and the CLI's stage flags
 //! say, journaled with the run so that `--recover` builds the very same pipeline.
 
-use std::collections::BTreeMap;
-
 use anyhow::{anyhow, Result};
-use serde::{Deserialize, Serialize};
 
 use super::cast::Cast;
 use super::clean::{NullMarkers, Trim};
-use super::context::{MetaField, RunContext};
+use super::context::RunContext;
 use super::dedupe::Dedupe;
 use super::expr::{Derive, Filter};
 use super::reshape::{Append, Reshape};
 use super::Stage;
-use crate::schema::{ColumnType, Schema};
-
-/// One stage of the pipeline, as written in a job file (`type = "…"`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-pub enum StageSpec {
-    /// Keep these columns, in this order.
-    Select { columns: Vec<String> },
-    /// Remove these columns.
-    Drop { columns: Vec<String> },
-    /// Rename columns: `{ old = "new" }`.
-    Rename { columns: BTreeMap<String, String> },
-    /// Trim surrounding whitespace (of these columns; of every string column if empty).
-    Trim {
-        #[serde(default)]
-        columns: Vec<String>,
-    },
-    /// Map marker values to null (in these columns; in every column if empty).
-    NullMarkers {
-        #[serde(default = "default_markers")]
-        markers: Vec<String>,
-        #[serde(default)]
-        columns: Vec<String>,
-    },
-    /// Check and convert columns to types: `{ amount = "decimal(12,2)" }`. `format` is a
-    /// strftime pattern for dates and timestamps; `timezone` (an IANA name or `+HH:MM`)
-    /// applies to timestamps that carry no offset.
-    Cast {
-        columns: BTreeMap<String, ColumnType>,
-        #[serde(default)]
-        format: Option<String>,
-        #[serde(default)]
-        timezone: Option<String>,
-    },
-    /// Add (or replace) a column computed by an expression.
-    Derive { column: String, expr: String },
-    /// Keep the rows for which the expression is true.
-    Filter { expr: String },
-    /// Add a column holding a constant.
-    Constant { column: String, value: String },
-    /// Add a column holding load metadata.
-    Metadata { column: String, field: MetaField },
-    /// Keep the first row of each key within the run, or (`scope = "job"`) within every
-    /// run of the job, keys of runs older than `retention` forgotten.
-    Dedupe {
-        key: Vec<String>,
-        #[serde(default)]
-        scope: DedupeScope,
-        #[serde(default)]
-        retention: Option<String>,
-    },
-}
-
-/// How far back a dedupe remembers keys.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum DedupeScope {
-    /// The first row of a key within the run
-    #[default]
-    Run,
-    /// The first row of a key within every run of the job (see --dedupe-retention)
-    Job,
-}
-
-fn default_markers() -> Vec<String> {
-    ["", "NULL", "\\N"].map(String::from).to_vec()
-}
-
-impl StageSpec {
-    /// The stage's type name, as in a job file.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            StageSpec::Select { .. } => "select",
-            StageSpec::Drop { .. } => "drop",
-            StageSpec::Rename { .. } => "rename",
-            StageSpec::Trim { .. } => "trim",
-            StageSpec::NullMarkers { .. } => "null_markers",
-            StageSpec::Cast { .. } => "cast",
-            StageSpec::Derive { .. } => "derive",
-            StageSpec::Filter { .. } => "filter",
-            StageSpec::Constant { .. } => "constant",
-            StageSpec::Metadata { .. } => "metadata",
-            StageSpec::Dedupe { .. } => "dedupe",
-        }
-    }
-}
+use crate::core::schema::Schema;
+use crate::core::spec::{DedupeScope, StageSpec};
 
 /// Builds the stages in order, each against the schema the previous one produces;
 /// returns them with the final schema. Errors name the stage.
@@ -162,39 +75,6 @@ fn boxed<S: Stage + 'static>((stage, schema): (S, Schema)) -> (Box<dyn Stage>, S
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_job_file_stage_list_parses_and_unknown_keys_are_refused() {
-        #[derive(Deserialize)]
-        struct File {
-            stage: Vec<StageSpec>,
-        }
-        let text = r#"
-            [[stage]]
-            type = "cast"
-            columns = { amount = "decimal(12,2)", ts = "timestamp" }
-            timezone = "Europe/Paris"
-            [[stage]]
-            type = "derive"
-            column = "dt"
-            expr = "date(ts)"
-            [[stage]]
-            type = "null_markers"
-        "#;
-        let file: File = toml::from_str(text).unwrap();
-        assert_eq!(file.stage.len(), 3);
-        assert_eq!(
-            file.stage[2],
-            StageSpec::NullMarkers {
-                markers: default_markers(),
-                columns: vec![]
-            }
-        );
-        let err = toml::from_str::<File>("[[stage]]\ntype = \"filter\"\nexpr = \"1\"\nextra = 2\n")
-            .err()
-            .unwrap();
-        assert!(err.to_string().contains("unknown field `extra`"), "{err}");
-    }
 
     #[test]
     fn build_checks_each_stage_against_the_schema_before_it() {

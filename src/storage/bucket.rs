@@ -22,9 +22,9 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 
 use super::s3::{client, create_only_client, flat, runtime};
-use super::url::ObjectUrl;
-use crate::protocol::Upload;
-use crate::source::hash_hex;
+use crate::core::hash::hash_hex;
+use crate::core::protocol::Upload;
+use crate::core::url::ObjectUrl;
 
 /// Parts of a multipart upload: S3's minimum for every part but the last is 5 MiB.
 const PART_SIZE: usize = 8 * 1024 * 1024;

@@ -31,8 +31,8 @@ use serde::{Deserialize, Serialize};
 
 use super::bucket::{Bucket, Mode, Put};
 use super::holder::Process;
-use crate::exit::LockHeld;
-use crate::signals;
+use crate::core::error::LockHeld;
+use crate::core::sys::signals;
 
 /// The lease time unless `INGEST_LEASE_SECS` sets another.
 const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -317,7 +317,8 @@ fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::url::ObjectUrl;
+    use crate::core::error::{kind, Kind};
+    use crate::core::url::ObjectUrl;
 
     /// A bucket table on the store `.ci/test` started, under a prefix of this test's own.
     fn test_bucket(test: &str) -> Option<Arc<Bucket>> {
@@ -333,7 +334,7 @@ mod tests {
     }
 
     fn is_lock_held(result: Result<Lease>) -> bool {
-        result.is_err_and(|e| e.downcast_ref::<LockHeld>().is_some())
+        result.is_err_and(|e| kind(&e) == Kind::LockHeld)
     }
 
     /// Another process's attempt, bounded: a taker that never gives up fails the test

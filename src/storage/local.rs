@@ -9,16 +9,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use super::TableStore;
-use crate::failpoint;
-use crate::fsutil;
-use crate::protocol::StagedFile;
-use crate::report::Messages;
-use crate::table::JobLayout;
-
-/// The filesystem under the table's directory.
-#[derive(Debug, Default)]
-pub struct LocalTable;
+use crate::core::layout::JobLayout;
+use crate::core::layout::{unpublish_each, AtDest, LocalTable, TableStore};
+use crate::core::messages::Messages;
+use crate::core::protocol::StagedFile;
+use crate::core::sys::failpoint;
+use crate::core::sys::fsutil;
 
 impl TableStore for LocalTable {
     fn stage(&self, _files: &mut [(StagedFile, PathBuf)]) -> Result<()> {
@@ -109,37 +105,26 @@ impl TableStore for LocalTable {
         run: &str,
         messages: Messages,
     ) -> Result<(u64, u64)> {
-        let mid = files.len().div_ceil(2);
-        let (mut count, mut rows) = (0, 0);
         let mut dirs = BTreeSet::new();
-        for (i, file) in files.iter().enumerate() {
+        let look = |file: &StagedFile| {
             let dest = layout.in_table(&file.dest);
             fsutil::refuse_symlinks(&layout.table, &dest)?;
-            match std::fs::symlink_metadata(&dest) {
-                Ok(meta) if meta.is_file() && meta.len() == file.size => {
-                    fsutil::remove_file_if_exists(&dest)?;
-                    count += 1;
-                    rows += file.rows;
-                }
-                Ok(meta) => messages.note(&format!(
-                    "left alone: {} ({} bytes, not the {} bytes run {} journaled)",
-                    dest.display(),
-                    meta.len(),
-                    file.size,
-                    run
-                )),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e).with_context(|| format!("cannot stat {}", dest.display())),
-            }
             let mut dir = dest.parent().map(Path::to_path_buf);
             while let Some(d) = dir.filter(|d| d.starts_with(&layout.table) && *d != layout.table) {
                 dir = d.parent().map(Path::to_path_buf);
                 dirs.insert(d);
             }
-            if i + 1 == mid {
-                failpoint::hit("abort.remove.mid");
-            }
-        }
+            let found = match std::fs::symlink_metadata(&dest) {
+                Ok(meta) if meta.is_file() && meta.len() == file.size => AtDest::Published,
+                Ok(meta) => AtDest::Other(meta.len()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => AtDest::Nothing,
+                Err(e) => return Err(e).with_context(|| format!("cannot stat {}", dest.display())),
+            };
+            Ok((found, dest.display().to_string()))
+        };
+        let remove =
+            |file: &StagedFile| fsutil::remove_file_if_exists(&layout.in_table(&file.dest));
+        let (count, rows) = unpublish_each(files, run, messages, look, remove)?;
         // Deepest first: a partition left empty goes, and so may its parent; every directory
         // that lost an entry is fsynced before `Aborted` is journaled.
         let mut touched: BTreeSet<PathBuf> = BTreeSet::new();

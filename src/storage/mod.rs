@@ -16,13 +16,8 @@
 //! - `paged.rs`: manifest segments left in the bucket, read in pages as lookups need.
 
 use std::fmt::Debug;
-use std::path::PathBuf;
 
 use anyhow::Result;
-
-use crate::protocol::StagedFile;
-use crate::report::Messages;
-use crate::table::JobLayout;
 
 #[cfg(feature = "s3")]
 pub mod bucket;
@@ -32,52 +27,9 @@ pub mod holder;
 pub mod lease;
 pub mod local;
 #[cfg(feature = "s3")]
-mod object;
-#[cfg(feature = "s3")]
 pub mod paged;
 #[cfg(feature = "s3")]
-pub mod replica;
-#[cfg(feature = "s3")]
 pub mod s3;
-pub mod url;
-
-#[cfg(feature = "s3")]
-pub use replica::Remote;
-
-/// Where a table's data files live: the sink's staging made durable, the commit's
-/// publish, and their undoing. Every method acts on files named by the journal alone,
-/// so the coordinator, `--recover` and `--abort` share them.
-pub trait TableStore: Debug + Send + Sync {
-    /// preCommit, once the checkpoint's staged files (with their local paths) are
-    /// durable on local disk: make them durable in the store, still invisible to readers;
-    /// may record how in each [`StagedFile`] (the journal keeps it).
-    fn stage(&self, files: &mut [(StagedFile, PathBuf)]) -> Result<()>;
-
-    /// commit: makes each file of checkpoint `checkpoint` visible at its destination.
-    /// Idempotent (a file already published by an earlier attempt is done) and never
-    /// replaces anything else found there.
-    fn publish(&self, layout: &JobLayout, checkpoint: u64, files: &[&StagedFile]) -> Result<()>;
-
-    /// The size of what is at `dest` (relative to the table), if anything.
-    fn size(&self, layout: &JobLayout, dest: &str) -> Result<Option<u64>>;
-
-    /// Drops staged files of journaled checkpoints that will never be published.
-    fn discard(&self, files: &[&StagedFile]) -> Result<()>;
-
-    /// Drops what run `run` staged for checkpoints after `last_journaled`: they never
-    /// completed, and no journal record names them.
-    fn discard_unjournaled(&self, run: &str, last_journaled: u64) -> Result<()>;
-
-    /// `--abort`: removes the run's published files (those that still have their
-    /// journaled size; others are noted and left); returns (files, rows) removed.
-    fn unpublish(
-        &self,
-        layout: &JobLayout,
-        files: &[&StagedFile],
-        run: &str,
-        messages: Messages,
-    ) -> Result<(u64, u64)>;
-}
 
 /// Bytes readable at any offset: a local file, or an object read in pages.
 pub trait ReadAt: Debug + Send + Sync {
@@ -120,31 +72,4 @@ pub fn open_read_at(path: &std::path::Path) -> Result<Box<dyn ReadAt>> {
         return paged::open(path, &bytes);
     }
     Ok(Box::new(LocalFile(file)))
-}
-
-/// The jobs with state in the table at `url`, sorted.
-pub fn jobs_in(url: &url::ObjectUrl) -> anyhow::Result<Vec<String>> {
-    #[cfg(feature = "s3")]
-    return Ok(Remote::jobs(url)?.into_iter().collect());
-    #[cfg(not(feature = "s3"))]
-    anyhow::bail!("{url}: this ingest was built without object-store support")
-}
-
-/// Without object-store support no remote table exists; the type keeps the code that
-/// asks "is this table remote?" free of feature gates.
-#[cfg(not(feature = "s3"))]
-#[derive(Debug)]
-pub enum Remote {}
-
-#[cfg(not(feature = "s3"))]
-impl Remote {
-    pub fn push(&self) -> anyhow::Result<()> {
-        match *self {}
-    }
-    pub fn journal_append(&self, _: &[u8]) -> anyhow::Result<()> {
-        match *self {}
-    }
-    pub fn journal_start(&self, _: &[u8]) -> anyhow::Result<()> {
-        match *self {}
-    }
 }

@@ -27,8 +27,8 @@ use object_store::{GetOptions, GetRange, ObjectStore};
 use serde::{Deserialize, Serialize};
 
 use super::s3::{client, flat, runtime};
-use super::url::ObjectUrl;
 use super::ReadAt;
+use crate::core::url::ObjectUrl;
 
 /// The first bytes of a reference file.
 const MAGIC: &[u8; 8] = b"INGESTR\x01";

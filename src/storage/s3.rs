@@ -28,8 +28,8 @@ use object_store::{
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
 
-use super::url::ObjectUrl;
-use crate::protocol::Fingerprint;
+use crate::core::protocol::Fingerprint;
+use crate::core::url::ObjectUrl;
 
 /// Chunks a download may run ahead of its reader.
 const READ_AHEAD_CHUNKS: usize = 8;

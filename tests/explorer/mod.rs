@@ -305,7 +305,7 @@ fn translate_journal(bytes: &[u8], translate: &impl Fn(u64) -> Option<u64>) -> O
         if walk_inodes(&mut record, translate) {
             changed = true;
             let payload = serde_json::to_vec(&record).ok()?;
-            ingest::journal::encode_frame(&payload, &mut out);
+            ingest::state::framed::encode_frame(&payload, &mut out);
         } else {
             out.extend_from_slice(&bytes[at..at + 8 + len]);
         }

@@ -99,7 +99,7 @@ impl Compact {
         homes.extend(digests.iter().map(|&d| self.home(d)));
         for (i, (&digest, &home)) in digests.iter().zip(&homes).enumerate() {
             if let Some(&ahead) = homes.get(i + AHEAD) {
-                crate::cache_hint::to_l1(&self.words[self.base + ahead * SLOTS]);
+                crate::core::sys::cache_hint::to_l1(&self.words[self.base + ahead * SLOTS]);
             }
             match self.insert(fingerprint(digest), home) {
                 Probe::Found => fresh.push(false),

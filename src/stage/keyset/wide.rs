@@ -77,7 +77,7 @@ impl Wide {
         homes.extend(digests.iter().map(|&d| self.home(d)));
         for (i, (&digest, &home)) in digests.iter().zip(&homes).enumerate() {
             if let Some(&ahead) = homes.get(i + AHEAD) {
-                crate::cache_hint::to_l1(&self.slots[ahead]);
+                crate::core::sys::cache_hint::to_l1(&self.slots[ahead]);
             }
             fresh.push(self.insert_at(slot_of(digest), home));
         }

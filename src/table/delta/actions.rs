@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Result};
 use deltalake::kernel::{Add, DataType, StructField};
 
-use crate::journal::Checkpoint;
+use crate::core::records::Checkpoint;
 use crate::sink::partition::{unescape, DEFAULT_PARTITION};
 
 /// The `add` actions of a checkpoint's data files (its rejects file stays outside the
@@ -94,7 +94,7 @@ fn delta_text(text: &str, ty: Option<&DataType>) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Position, StagedFile};
+    use crate::core::protocol::{Position, StagedFile};
 
     fn checkpoint(dests: &[&str]) -> Checkpoint {
         Checkpoint {

@@ -24,7 +24,7 @@ use object_store_delta::path::Path as ObjectPath;
 use object_store_delta::{BackoffConfig, ClientConfigKey, RetryConfig};
 use url::Url;
 
-use crate::storage::url::ObjectUrl;
+use crate::core::url::ObjectUrl;
 
 /// The table's URL for delta-rs: `s3://BUCKET/KEY/`.
 pub fn table_url(target: &ObjectUrl) -> Result<Url> {

@@ -18,8 +18,8 @@ use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::{DeltaTable, DeltaTableBuilder};
 use tokio::runtime::Runtime;
 
-use crate::fsutil;
-use crate::table::JobLayout;
+use crate::core::layout::JobLayout;
+use crate::core::sys::fsutil;
 
 /// Commits lost to other writers in a row before a commit gives up: each loss means
 /// another writer's commit landed first, so the table moves on; the run then stops
@@ -76,14 +76,14 @@ fn location(layout: &JobLayout) -> Result<(url::Url, Option<PathBuf>)> {
 }
 
 #[cfg(feature = "s3")]
-fn in_bucket(target: &crate::storage::url::ObjectUrl) -> Result<(url::Url, Option<PathBuf>)> {
+fn in_bucket(target: &crate::core::url::ObjectUrl) -> Result<(url::Url, Option<PathBuf>)> {
     super::bucket::register()?;
     crate::storage::s3::check_endpoint(&target.bucket)?;
     Ok((super::bucket::table_url(target)?, None))
 }
 
 #[cfg(not(feature = "s3"))]
-fn in_bucket(target: &crate::storage::url::ObjectUrl) -> Result<(url::Url, Option<PathBuf>)> {
+fn in_bucket(target: &crate::core::url::ObjectUrl) -> Result<(url::Url, Option<PathBuf>)> {
     anyhow::bail!("{target}: this ingest was built without object-store support")
 }
 

@@ -49,12 +49,14 @@ mod schema;
 
 use anyhow::{bail, Result};
 
-use crate::contract::Evolve;
-use crate::failpoint;
-use crate::journal::{Checkpoint, Journal, Record, RunLog, RunStarted};
-use crate::protocol::StagedFile;
-use crate::schema::Schema;
-use crate::table::JobLayout;
+use super::{Format, Journaled};
+use crate::core::layout::JobLayout;
+use crate::core::options::Evolve;
+use crate::core::options::Mode;
+use crate::core::protocol::StagedFile;
+use crate::core::records::{Checkpoint, Record, RunLog, RunStarted};
+use crate::core::schema::Schema;
+use crate::core::sys::failpoint;
 
 pub use log::Status;
 
@@ -204,12 +206,12 @@ fn created_by(
 ///    of a file this commit removes is one, and the run stops, for `--recover` to
 ///    replace the partitions again from a newer version.
 /// 4. Journal `Exchanged`.
-pub fn replace_partitions(layout: &JobLayout, journal: &mut Journal, log: &RunLog) -> Result<()> {
+pub fn replace_partitions(layout: &JobLayout, log: &RunLog, journal: Journaled<'_>) -> Result<()> {
     if log.exchanged {
         return Ok(());
     }
     if log.exchange.is_none() {
-        journal.append(&Record::Exchange {
+        journal(&Record::Exchange {
             partitions: Vec::new(),
         })?;
     }
@@ -248,7 +250,7 @@ pub fn replace_partitions(layout: &JobLayout, journal: &mut Journal, log: &RunLo
         Ok(adds)
     };
     let Some(mut table) = created_by(layout, run, &app, version, all_adds)? else {
-        return journal.append(&Record::Exchanged);
+        return journal(&Record::Exchanged);
     };
     if table.txn_version(&app)?.is_some_and(|done| done >= version) {
         table.settle_log()?;
@@ -260,7 +262,7 @@ pub fn replace_partitions(layout: &JobLayout, journal: &mut Journal, log: &RunLo
         table.settle_version(committed)?;
         failpoint::hit("delta.commit.after");
     }
-    journal.append(&Record::Exchanged)
+    journal(&Record::Exchanged)
 }
 
 /// `--abort`: removes the run's data files (`files`, as its journal names them) from
@@ -295,5 +297,47 @@ mod tests {
         assert!(txn_version(i64::MAX, 1).is_err());
         assert!(txn_version(0, u64::MAX).is_err());
         assert_eq!(app_id("nightly"), "ingest:nightly");
+    }
+}
+
+/// A Delta Lake table: a commit in the log makes files part of it.
+#[derive(Debug)]
+pub struct Delta;
+
+impl Format for Delta {
+    fn begin(
+        &self,
+        layout: &JobLayout,
+        schema: &Schema,
+        partition_by: &[String],
+        evolve: Evolve,
+    ) -> Result<Option<(i64, Option<String>)>> {
+        begin(layout, schema, partition_by, evolve).map(Some)
+    }
+
+    fn commit(&self, layout: &JobLayout, run: &RunStarted, checkpoint: &Checkpoint) -> Result<()> {
+        match run.options.mode {
+            Mode::Append => commit(layout, run, checkpoint),
+            // The data files wait in staging for the one commit that replaces the
+            // partitions when the run finishes (`replace_partitions`).
+            Mode::OverwritePartitions => Ok(()),
+        }
+    }
+
+    fn replace_partitions(
+        &self,
+        layout: &JobLayout,
+        log: &RunLog,
+        journal: Journaled<'_>,
+    ) -> Result<()> {
+        replace_partitions(layout, log, journal)
+    }
+
+    fn uncommit(&self, layout: &JobLayout, files: &[&StagedFile]) -> Result<Option<(u64, u64)>> {
+        uncommit(layout, files).map(Some)
+    }
+
+    fn status(&self, layout: &JobLayout) -> Result<Option<(u64, Option<i64>)>> {
+        Ok(status(layout)?.map(|s| (s.version, s.txn)))
     }
 }

@@ -5,7 +5,7 @@
 use anyhow::Result;
 use deltalake::kernel::{DataType, StructField};
 
-use crate::schema::{ColumnType, Schema};
+use crate::core::schema::{ColumnType, Schema};
 
 /// The load's columns (partition columns included, in order) as Delta fields. Every
 /// field is nullable: an empty CSV field or a JSON null is a null.
@@ -101,7 +101,7 @@ fn type_name(ty: &DataType) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::Column;
+    use crate::core::schema::Column;
 
     fn schema(cols: &[(&str, ColumnType)]) -> Schema {
         Schema {

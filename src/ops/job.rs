@@ -1,0 +1,195 @@
+//! Opening a job to act on it, shared by load, recover and abort: its lock (and, for a
+//! table in a bucket, its lease), then its state settled and read ([`Job::open`]); and
+//! the hints that name the commands finishing or undoing an interrupted run.
+
+use std::fs::File;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Result;
+
+use crate::core::error::{LockHeld, Stopped};
+use crate::core::layout::JobLayout;
+use crate::core::messages::Messages;
+use crate::core::records::RunLog;
+use crate::core::sys::fsutil::{self, LockError};
+use crate::core::sys::signals;
+use crate::ops::report::Summary;
+use crate::ops::settings::Common;
+use crate::state::journal::{self, Replay};
+use crate::state::manifest::Manifest;
+
+/// A job whose lock this process holds, with its state made durable and read.
+pub struct Job {
+    pub layout: JobLayout,
+    /// The job's lock, held while this is alive: bind it for as long as the command acts.
+    pub lock: File,
+    /// When the lock was taken: a command's time and rate are its own, not the wait.
+    pub started: Instant,
+    pub manifest: Manifest,
+    pub replay: Replay,
+}
+
+impl Job {
+    /// Takes the job's lock (waiting up to `wait`), then settles and reads its manifest
+    /// and journal. Both were written by a process that may have crashed before fsyncing
+    /// them: they are made durable before a word of them is acted on (issue 12).
+    pub fn open(mut layout: JobLayout, wait: Option<Duration>) -> Result<Job> {
+        let lock = lock_job(&mut layout, wait)?;
+        let started = Instant::now();
+        let manifest = Manifest::load_settled(&layout.manifest())?;
+        let replay = journal::replay_settled(&layout.journal())?;
+        Ok(Job {
+            layout,
+            lock,
+            started,
+            manifest,
+            replay,
+        })
+    }
+}
+
+/// Creates the job's directory and takes its lock, waiting up to `wait` for it, or fails
+/// with `LockHeld` (exit 75). For a table in a bucket, the local lock guards the working
+/// copy on this machine, and then the job's lease guards the job everywhere; with the
+/// lease held, the working copy is replaced by the bucket's state (`layout.remote`).
+pub fn lock_job(layout: &mut JobLayout, wait: Option<Duration>) -> Result<File> {
+    let lock = lock_local(layout, wait)?;
+    if let Some(url) = &layout.target {
+        #[cfg(feature = "s3")]
+        {
+            let remote =
+                crate::state::replica::Remote::open(url, &layout.table, &layout.job, wait)?;
+            layout.store = remote.clone();
+            layout.remote = Some(remote);
+        }
+        #[cfg(not(feature = "s3"))]
+        anyhow::bail!("{url}: this ingest was built without object-store support");
+    }
+    Ok(lock)
+}
+
+fn lock_local(layout: &JobLayout, wait: Option<Duration>) -> Result<File> {
+    // Nothing of the job's state may be a symlink: the lock file is truncated, the
+    // journal appended to, staging written, all through these names.
+    for path in layout.state_paths() {
+        fsutil::refuse_symlinks(&layout.table, &path)?;
+    }
+    fsutil::create_dir_all_durable(&layout.dir)?;
+    // Every directory from the job's up to the table's own name: an earlier process may
+    // have made them and crashed before fsyncing their parents.
+    fsutil::sync_ancestors(&layout.dir, &layout.table)?;
+    fsutil::sync_parent(&layout.table)?;
+    let now = humantime::format_rfc3339_seconds(SystemTime::now());
+    let note = format!("pid {} since {now}", std::process::id());
+    let deadline = Instant::now() + wait.unwrap_or_default();
+    loop {
+        match fsutil::try_lock(&layout.lock(), &note) {
+            Ok(file) => return Ok(file),
+            Err(LockError::Held(holder)) => {
+                if Instant::now() >= deadline || signals::requested().is_some() {
+                    return Err(LockHeld {
+                        table: layout.table_name(),
+                        job: layout.job.clone(),
+                        holder,
+                    }
+                    .into());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(LockError::Other(e)) => return Err(e),
+        }
+    }
+}
+
+/// The error for a load that would start over an interrupted run.
+pub fn interrupted_error(common: &Common, log: &RunLog) -> anyhow::Error {
+    if log.aborting {
+        return anyhow::anyhow!(
+            "job {:?} has a run {} whose abort was cut short; finish it first with: {}",
+            common.job,
+            log.started.run_id,
+            abort_command(common)
+        );
+    }
+    anyhow::anyhow!(
+        "job {:?} has an interrupted run {} (started {}, {} checkpoint(s) completed); finish it \
+         first with: {}, or undo it with: {}",
+        common.job,
+        log.started.run_id,
+        log.started.started_at,
+        log.checkpoints.len(),
+        recover_command(common),
+        abort_command(common)
+    )
+}
+
+/// The command line that finishes this job's interrupted run.
+pub fn recover_command(common: &Common) -> String {
+    recover_command_for(&common.layout().table_name(), &common.job)
+}
+
+/// The command line that finishes job `job`'s interrupted run in `table`.
+pub fn recover_command_for(table: &str, job: &str) -> String {
+    format!("ingest --target {table}{} --recover", job_flag(job))
+}
+
+/// The command line that undoes this job's interrupted run.
+pub fn abort_command(common: &Common) -> String {
+    format!(
+        "ingest --target {}{} --abort",
+        common.layout().table_name(),
+        job_flag(&common.job)
+    )
+}
+
+fn job_flag(job: &str) -> String {
+    if job == "default" {
+        String::new()
+    } else {
+        format!(" --job {job}")
+    }
+}
+
+/// A run that finished although a signal arrived still reports the signal (130/143), so
+/// a calling script stops too; the message says nothing is left to recover.
+pub fn after_signal(summary: Summary, common: &Common) -> Result<Summary> {
+    match signals::requested() {
+        None => Ok(summary),
+        Some(signal) => {
+            Messages {
+                quiet: common.quiet,
+            }
+            .note(&summary.line());
+            Err(Stopped {
+                signal,
+                detail: "the run had already finished; nothing to recover".into(),
+            }
+            .into())
+        }
+    }
+}
+
+/// True for an interrupted run that completed no checkpoint and is not being aborted:
+/// nothing of it was ever visible, so removing it needs nobody's word.
+pub fn nothing_committed(log: &RunLog) -> bool {
+    !log.finished && !log.aborting && log.checkpoints.is_empty()
+}
+
+/// Who holds the job's lock, if anyone (a shared lock probe: it never waits).
+pub fn lock_holder(layout: &JobLayout) -> Option<String> {
+    #[cfg(feature = "s3")]
+    if let Some(remote) = &layout.remote {
+        return remote.holder().ok().flatten();
+    }
+    let file = std::fs::File::open(layout.lock()).ok()?;
+    if fs2::FileExt::try_lock_shared(&file).is_ok() {
+        let _ = fs2::FileExt::unlock(&file);
+        return None;
+    }
+    let note = std::fs::read_to_string(layout.lock()).unwrap_or_default();
+    Some(if note.trim().is_empty() {
+        "another process".into()
+    } else {
+        note.trim().to_string()
+    })
+}
