@@ -29,10 +29,10 @@ pub mod cli;
 pub mod core;
 #[cfg(test)]
 mod layering;
-pub mod ops;
-pub mod sink;
-pub mod source;
-pub mod stage;
+pub(crate) mod ops;
+pub(crate) mod sink;
+pub(crate) mod source;
+pub(crate) mod stage;
 pub mod state;
-pub mod storage;
-pub mod table;
+pub(crate) mod storage;
+pub(crate) mod table;

@@ -9,7 +9,7 @@ use clap::Parser;
 use crate::core::options::{Compression, Format, Mode, ProgressMode, TableFormat};
 
 /// Rows between checkpoints when `--checkpoint-rows` is not given.
-pub const DEFAULT_CHECKPOINT_ROWS: u64 = 1_000_000;
+pub(crate) const DEFAULT_CHECKPOINT_ROWS: u64 = 1_000_000;
 
 /// Load CSV and JSON lines files into a Hive-partitioned table, exactly once.
 ///
@@ -21,132 +21,132 @@ pub const DEFAULT_CHECKPOINT_ROWS: u64 = 1_000_000;
 /// lost and nothing is loaded twice.
 #[derive(Debug, Parser)]
 #[command(name = "ingest", version, about, long_about, max_term_width = 100, after_long_help = crate::cli::help::after_help())]
-pub struct Cli {
+pub(crate) struct Cli {
     /// The table: a directory (created if missing), or s3://BUCKET/PREFIX for a table in
     /// an S3-compatible bucket, its state kept there too
     #[arg(short = 't', long, value_name = "TABLE",
         required_unless_present_any = ["list_fail_points", "completions", "config", "infer_schema"])]
-    pub target: Option<PathBuf>,
+    pub(crate) target: Option<PathBuf>,
 
     /// Input files or directories (walked recursively in sorted order, hidden entries
     /// skipped), or s3://BUCKET/KEY objects and key prefixes (listed in key order)
     #[arg(value_name = "INPUT",
         required_unless_present_any = ["recover", "status", "abort", "list_fail_points", "completions", "config"])]
-    pub inputs: Vec<PathBuf>,
+    pub(crate) inputs: Vec<PathBuf>,
 
     /// Finish an interrupted run: commit completed checkpoints, discard the rest, resume
     /// (every interrupted job of the table without --job or --config)
     #[arg(long, conflicts_with_all = LOAD_ONLY)]
-    pub recover: bool,
+    pub(crate) recover: bool,
 
     /// Show each job's last run, its checkpoints and inputs, and what --recover and
     /// --abort would do
     #[arg(long, conflicts_with_all = LOAD_ONLY, conflicts_with = "recover")]
-    pub status: bool,
+    pub(crate) status: bool,
 
     /// Undo an interrupted run as if it had never started: remove what it published and
     /// staged; its inputs count as not loaded
     #[arg(long, conflicts_with_all = LOAD_ONLY, conflicts_with_all = ["recover", "status"])]
-    pub abort: bool,
+    pub(crate) abort: bool,
 
     /// List what a load would do (new, already loaded, changed inputs) and write nothing
     #[arg(long)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
 
     /// Wait up to SECONDS for another ingest of the job to finish instead of exiting 75
     /// (for a table in a bucket: for the job's lease)
     #[arg(long, value_name = "SECONDS")]
-    pub lock_wait: Option<u64>,
+    pub(crate) lock_wait: Option<u64>,
 
     /// Threads the load may use: the source's, the sink's; beyond two, workers that parse
     /// large CSV files in chunks, and beyond three, N/2 sinks that split the partitions
     /// [default: the cores available]; the rows committed never depend on it
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub threads: Option<u64>,
+    pub(crate) threads: Option<u64>,
 
     /// Progress bar on stderr: auto (only on a terminal), always, never
     #[arg(long, value_enum, default_value_t = ProgressMode::Auto, value_name = "WHEN")]
-    pub progress: ProgressMode,
+    pub(crate) progress: ProgressMode,
 
     /// Print a shell completion script for SHELL to stdout
     #[arg(long, value_name = "SHELL", exclusive = true)]
-    pub completions: Option<clap_complete::Shell>,
+    pub(crate) completions: Option<clap_complete::Shell>,
 
     /// Print the names of the fault-injection points, one per line
     #[arg(long, exclusive = true)]
-    pub list_fail_points: bool,
+    pub(crate) list_fail_points: bool,
 
     /// Input field delimiter: one ASCII character, or `tab`
     #[arg(short = 'd', long, value_name = "CHAR")]
-    pub delimiter: Option<String>,
+    pub(crate) delimiter: Option<String>,
 
     /// Partition the table by these columns (Hive layout: COL=VALUE directories)
     #[arg(short = 'p', long, value_name = "COL[,COL...]", value_delimiter = ',')]
-    pub partition_by: Vec<String>,
+    pub(crate) partition_by: Vec<String>,
 
     /// Output file format [default: csv; parquet for a Delta table]
     #[arg(long, value_enum)]
-    pub format: Option<Format>,
+    pub(crate) format: Option<Format>,
 
     /// The table's layout: plain Hive partition directories, or a Delta Lake table
     /// (Parquet files named by a transaction log in _delta_log/, one commit per
     /// checkpoint) [default: hive]
     #[arg(long, value_enum, value_name = "FORMAT")]
-    pub table_format: Option<TableFormat>,
+    pub(crate) table_format: Option<TableFormat>,
 
     /// Compress data files: .csv.gz, .jsonl.zst, …; Parquet inside the file [default: none; zstd for parquet]
     #[arg(long, value_enum)]
-    pub compression: Option<Compression>,
+    pub(crate) compression: Option<Compression>,
 
     /// How the load changes the table: add files, or replace every partition it touches
     /// as a whole (atomically, at the end of the run) [default: append]
     #[arg(long, value_enum)]
-    pub mode: Option<Mode>,
+    pub(crate) mode: Option<Mode>,
 
     /// An input that cannot load (unreadable, a header the table refuses, changed since
     /// it was loaded, more bad rows than --max-errors) fails the run, or is set aside
     /// while the others load (exit 3; --status lists it; retried once it changes)
     /// [default: fail]
     #[arg(long, value_enum, value_name = "POLICY")]
-    pub on_bad_input: Option<crate::core::options::OnBadInput>,
+    pub(crate) on_bad_input: Option<crate::core::options::OnBadInput>,
 
     /// Start a new part file once one reaches about SIZE bytes (e.g. 128M)
     #[arg(long, value_name = "SIZE")]
-    pub target_file_size: Option<String>,
+    pub(crate) target_file_size: Option<String>,
 
     /// Rows between checkpoints (each checkpoint publishes its rows atomically) [default: 1000000]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub checkpoint_rows: Option<u64>,
+    pub(crate) checkpoint_rows: Option<u64>,
 
     /// Let this load add columns after the table's recorded ones (`add-columns`); files
     /// already in the table read them as null [default: never]
     #[arg(long, value_name = "POLICY")]
-    pub evolve: Option<crate::core::options::Evolve>,
+    pub(crate) evolve: Option<crate::core::options::Evolve>,
 
     /// JSON lines inputs: what a key the first 1,000 objects did not have does to its
     /// row, `error` (a bad row) or `drop` (the key is ignored) [default: error]
     #[arg(long, value_name = "POLICY")]
-    pub json_new_keys: Option<crate::core::options::NewKeys>,
+    pub(crate) json_new_keys: Option<crate::core::options::NewKeys>,
 
     /// A job file (TOML): inputs, target, partitioning, schema, stages, error policy
     #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
 
     /// Print the [schema] a first Parquet or Delta load of the inputs would infer (from
     /// the first 10,000 rows of each), and exit
     // The help text names the job file's table; rustdoc would take it for a link.
     #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, conflicts_with_all = ["recover", "status"])]
-    pub infer_schema: bool,
+    pub(crate) infer_schema: bool,
 
     /// A first load into Parquet or Delta keeps every column as text, instead of the
     /// types a sample of the inputs shows (int, float, bool, date, timestamp)
     #[arg(long)]
-    pub no_infer: bool,
+    pub(crate) no_infer: bool,
 
     /// Send up to N bad rows to TABLE/_rejects/ instead of failing at the first one
     #[arg(long, value_name = "N")]
-    pub max_errors: Option<u64>,
+    pub(crate) max_errors: Option<u64>,
 
     /// Stage: map these values to null (comma-separated; a leading comma adds the empty string)
     #[arg(
@@ -155,11 +155,11 @@ pub struct Cli {
         value_delimiter = ',',
         help_heading = "Stages (run in this order)"
     )]
-    pub null_markers: Option<Vec<String>>,
+    pub(crate) null_markers: Option<Vec<String>>,
 
     /// Stage: trim surrounding whitespace from every string column
     #[arg(long, help_heading = "Stages (run in this order)")]
-    pub trim: bool,
+    pub(crate) trim: bool,
 
     /// Stage: cast a column to int, float, decimal(P,S), bool, date or timestamp
     /// (repeatable); `COL=date:%d/%m/%Y` or `COL=timestamp:FORMAT` gives a strftime
@@ -169,11 +169,11 @@ pub struct Cli {
         value_name = "COL=TYPE",
         help_heading = "Stages (run in this order)"
     )]
-    pub cast: Vec<String>,
+    pub(crate) cast: Vec<String>,
 
     /// Time zone of timestamps cast without an offset (IANA name or +HH:MM) [default: UTC]
     #[arg(long, value_name = "ZONE", help_heading = "Stages (run in this order)")]
-    pub timezone: Option<String>,
+    pub(crate) timezone: Option<String>,
 
     /// Stage: add or replace a column computed by an expression (repeatable)
     #[arg(
@@ -181,11 +181,11 @@ pub struct Cli {
         value_name = "NAME=EXPR",
         help_heading = "Stages (run in this order)"
     )]
-    pub derive: Vec<String>,
+    pub(crate) derive: Vec<String>,
 
     /// Stage: keep rows for which the expression is true (repeatable)
     #[arg(long, value_name = "EXPR", help_heading = "Stages (run in this order)")]
-    pub filter: Vec<String>,
+    pub(crate) filter: Vec<String>,
 
     /// Stage: keep only the first row of each key within the run
     #[arg(
@@ -194,7 +194,7 @@ pub struct Cli {
         value_delimiter = ',',
         help_heading = "Stages (run in this order)"
     )]
-    pub dedupe_key: Vec<String>,
+    pub(crate) dedupe_key: Vec<String>,
 
     /// How far back --dedupe-key remembers keys: the run, or every run of the job
     /// [default: run]
@@ -203,7 +203,7 @@ pub struct Cli {
         value_name = "SCOPE",
         help_heading = "Stages (run in this order)"
     )]
-    pub dedupe_scope: Option<crate::core::spec::DedupeScope>,
+    pub(crate) dedupe_scope: Option<crate::core::spec::DedupeScope>,
 
     /// With --dedupe-scope job: forget the keys of runs started longer ago than this
     /// (e.g. 30d, 12h), so the remembered keys stay bounded [default: never]
@@ -212,7 +212,7 @@ pub struct Cli {
         value_name = "DURATION",
         help_heading = "Stages (run in this order)"
     )]
-    pub dedupe_retention: Option<String>,
+    pub(crate) dedupe_retention: Option<String>,
 
     /// Stage: rename a column (repeatable)
     #[arg(
@@ -220,7 +220,7 @@ pub struct Cli {
         value_name = "OLD=NEW",
         help_heading = "Stages (run in this order)"
     )]
-    pub rename: Vec<String>,
+    pub(crate) rename: Vec<String>,
 
     /// Stage: keep only these columns, in this order
     #[arg(
@@ -229,7 +229,7 @@ pub struct Cli {
         value_delimiter = ',',
         help_heading = "Stages (run in this order)"
     )]
-    pub select: Vec<String>,
+    pub(crate) select: Vec<String>,
 
     /// Stage: remove these columns
     #[arg(
@@ -238,45 +238,45 @@ pub struct Cli {
         value_delimiter = ',',
         help_heading = "Stages (run in this order)"
     )]
-    pub drop_columns: Vec<String>,
+    pub(crate) drop_columns: Vec<String>,
 
     /// Take only the inputs whose path below a given directory (or key below a given
     /// prefix) matches GLOB; repeatable. A GLOB without `/` matches the name at any depth
     /// (`*.csv`); `**` crosses directories. Names starting with `.` or `_` are never taken
     #[arg(long, value_name = "GLOB")]
-    pub include: Vec<String>,
+    pub(crate) include: Vec<String>,
 
     /// Leave out the inputs whose path matches GLOB (as for --include); repeatable
     #[arg(long, value_name = "GLOB")]
-    pub exclude: Vec<String>,
+    pub(crate) exclude: Vec<String>,
 
     /// Leave an input modified less than DURATION ago (`90s`, `5m`, `1h`) for a later
     /// run: a file still being copied in is not loaded half-written
     #[arg(long, value_name = "DURATION")]
-    pub min_age: Option<String>,
+    pub(crate) min_age: Option<String>,
 
     /// Load inputs again even if the manifest says they are loaded
     #[arg(long)]
-    pub reload: bool,
+    pub(crate) reload: bool,
 
     /// Keep only share I of N of the inputs (0 <= I < N), by a stable hash of each
     /// input's path or key: N machines given the same inputs, each its own --job, load
     /// disjoint shares that together are every input
     #[arg(long, value_name = "I/N")]
-    pub shard: Option<String>,
+    pub(crate) shard: Option<String>,
 
     /// Job name: each job has its own journal, manifest and lock under TABLE/_ingest/
     /// [default: default; --status and --recover without it act on every job]
     #[arg(long, value_name = "NAME")]
-    pub job: Option<String>,
+    pub(crate) job: Option<String>,
 
     /// Print nothing on stderr but errors
     #[arg(short, long)]
-    pub quiet: bool,
+    pub(crate) quiet: bool,
 
     /// Print a machine-readable JSON summary on stdout
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// Flags that only make sense for a load.

@@ -239,7 +239,7 @@ fn check_job_name(job: &str) -> Result<()> {
 }
 
 /// Checks and resolves the parsed flags (and the job file they name).
-pub fn command(cli: Cli) -> Result<Command> {
+pub(crate) fn command(cli: Cli) -> Result<Command> {
     if cli.list_fail_points {
         return Ok(Command::ListFailPoints);
     }

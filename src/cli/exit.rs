@@ -8,7 +8,7 @@ use crate::core::error::{kind, Kind};
 
 /// The process exit codes of the command-line contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
+pub(crate) enum Exit {
     /// Success, including "nothing to do".
     Success = 0,
     /// The run failed; the message says what, where and what to do.
@@ -28,7 +28,7 @@ pub enum Exit {
 }
 
 /// Every exit code with its meaning, for `--help` and the man page.
-pub const TABLE: &[(u8, &str)] = &[
+pub(crate) const TABLE: &[(u8, &str)] = &[
     (0, "success, including nothing to do"),
     (
         1,
@@ -59,7 +59,7 @@ pub const TABLE: &[(u8, &str)] = &[
 
 impl Exit {
     /// The exit code for an error of its kind.
-    pub fn for_error(err: &anyhow::Error) -> Exit {
+    pub(crate) fn for_error(err: &anyhow::Error) -> Exit {
         match kind(err) {
             Kind::LockHeld => Exit::Locked,
             Kind::Usage => Exit::Usage,
@@ -71,7 +71,7 @@ impl Exit {
     }
 
     /// The numeric code handed to the OS.
-    pub fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         self as u8
     }
 }

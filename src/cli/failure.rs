@@ -13,21 +13,21 @@ use crate::state::journal;
 /// What a failed command says with `--json`: one object on stdout, so a script reads the
 /// outcome of every run the same way, failed or not.
 #[derive(Debug, Serialize)]
-pub struct Failure {
+pub(crate) struct Failure {
     /// `failed` (exit 1), `usage-error` (2), `locked` (75), `stopped` (130 / 143).
-    pub outcome: &'static str,
-    pub exit_code: u8,
-    pub error: String,
-    pub job: Option<String>,
+    pub(crate) outcome: &'static str,
+    pub(crate) exit_code: u8,
+    pub(crate) error: String,
+    pub(crate) job: Option<String>,
     /// The job has an interrupted run: the commands that finish it, or undo it.
-    pub interrupted: bool,
-    pub recover_command: Option<String>,
-    pub abort_command: Option<String>,
+    pub(crate) interrupted: bool,
+    pub(crate) recover_command: Option<String>,
+    pub(crate) abort_command: Option<String>,
 }
 
 impl Failure {
     /// The report of `err`, which ended a command on `common`'s table (if it got that far).
-    pub fn of(err: &anyhow::Error, common: Option<&Common>) -> Failure {
+    pub(crate) fn of(err: &anyhow::Error, common: Option<&Common>) -> Failure {
         let exit = Exit::for_error(err);
         let outcome = match exit {
             Exit::Usage => "usage-error",
@@ -56,7 +56,7 @@ impl Failure {
 
 /// An error as one line, for `--quiet` (cron mails one line per failure): the lines of
 /// a multi-line message joined with "; ".
-pub fn one_line(err: &anyhow::Error) -> String {
+pub(crate) fn one_line(err: &anyhow::Error) -> String {
     format!("{err:#}")
         .lines()
         .map(str::trim)

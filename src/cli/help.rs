@@ -4,7 +4,7 @@
 use crate::cli::exit;
 
 /// Typical command lines, with what each does.
-pub const EXAMPLES: &[(&str, &str)] = &[
+pub(crate) const EXAMPLES: &[(&str, &str)] = &[
     (
         "ingest -t /data/orders -p dt --dedupe-key order_id /data/incoming",
         "load new files, partitioned by day",
@@ -24,7 +24,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
 ];
 
 /// The text after the options in `--help`.
-pub fn after_help() -> String {
+pub(crate) fn after_help() -> String {
     let mut text = String::from("Exit status:\n");
     for (code, meaning) in exit::TABLE {
         text.push_str(&format!("  {code:<4} {meaning}\n"));

@@ -30,7 +30,7 @@ use crate::core::spec::StageSpec;
 
 /// Every top-level key of a job file, with an example value and what it means: the man
 /// page's JOB FILE section, checked against the parser by a unit test below.
-pub const KEYS: &[(&str, &str, &str)] = &[
+pub(crate) const KEYS: &[(&str, &str, &str)] = &[
     ("target", "\"/data/orders\"", "the table directory (--target)"),
     ("inputs", "[\"incoming\"]", "files or directories to load, relative to the job file"),
     ("job", "\"orders\"", "the job's name (--job)"),
@@ -60,45 +60,45 @@ pub const KEYS: &[(&str, &str, &str)] = &[
 /// A parsed job file.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct JobFile {
-    pub target: Option<PathBuf>,
+pub(crate) struct JobFile {
+    pub(crate) target: Option<PathBuf>,
     #[serde(default)]
-    pub inputs: Vec<PathBuf>,
-    pub job: Option<String>,
+    pub(crate) inputs: Vec<PathBuf>,
+    pub(crate) job: Option<String>,
     /// Globs that choose the inputs below the directories (--include, --exclude).
     #[serde(default)]
-    pub include: Vec<String>,
+    pub(crate) include: Vec<String>,
     #[serde(default)]
-    pub exclude: Vec<String>,
+    pub(crate) exclude: Vec<String>,
     /// An input modified more recently waits for a later run (--min-age).
-    pub min_age: Option<String>,
+    pub(crate) min_age: Option<String>,
     #[serde(default)]
-    pub partition_by: Vec<String>,
-    pub delimiter: Option<String>,
-    pub checkpoint_rows: Option<u64>,
-    pub max_errors: Option<u64>,
-    pub format: Option<Format>,
-    pub table_format: Option<crate::core::options::TableFormat>,
-    pub compression: Option<crate::core::options::Compression>,
-    pub target_file_size: Option<String>,
-    pub mode: Option<crate::core::options::Mode>,
+    pub(crate) partition_by: Vec<String>,
+    pub(crate) delimiter: Option<String>,
+    pub(crate) checkpoint_rows: Option<u64>,
+    pub(crate) max_errors: Option<u64>,
+    pub(crate) format: Option<Format>,
+    pub(crate) table_format: Option<crate::core::options::TableFormat>,
+    pub(crate) compression: Option<crate::core::options::Compression>,
+    pub(crate) target_file_size: Option<String>,
+    pub(crate) mode: Option<crate::core::options::Mode>,
     /// `fail` (default) or `quarantine` (--on-bad-input).
-    pub on_bad_input: Option<crate::core::options::OnBadInput>,
+    pub(crate) on_bad_input: Option<crate::core::options::OnBadInput>,
     /// JSON lines: `error` (default) or `drop` for keys the sample did not have.
-    pub json_new_keys: Option<crate::core::options::NewKeys>,
+    pub(crate) json_new_keys: Option<crate::core::options::NewKeys>,
     /// `false`: a first Parquet or Delta load keeps its columns as text (--no-infer).
-    pub infer: Option<bool>,
+    pub(crate) infer: Option<bool>,
     /// How the load may change the table's contract (`add-columns`).
-    pub evolve: Option<crate::core::options::Evolve>,
+    pub(crate) evolve: Option<crate::core::options::Evolve>,
     #[serde(default)]
-    pub dedupe_key: Vec<String>,
+    pub(crate) dedupe_key: Vec<String>,
     /// `run` (default) or `job` (--dedupe-scope).
-    pub dedupe_scope: Option<crate::core::spec::DedupeScope>,
+    pub(crate) dedupe_scope: Option<crate::core::spec::DedupeScope>,
     /// With the job scope: forget keys of runs older than this (--dedupe-retention).
-    pub dedupe_retention: Option<String>,
-    pub schema: Option<SchemaSpec>,
+    pub(crate) dedupe_retention: Option<String>,
+    pub(crate) schema: Option<SchemaSpec>,
     #[serde(default, rename = "stage")]
-    pub stages: Vec<StageSpec>,
+    pub(crate) stages: Vec<StageSpec>,
 }
 
 /// The first `[[stage]]` table that is not a stage, by its number and line: serde reads
@@ -129,7 +129,7 @@ fn stage_error(text: &str) -> Option<String> {
 }
 
 /// Reads and checks a job file; relative paths in it are made relative to its folder.
-pub fn load(path: &Path) -> Result<JobFile> {
+pub(crate) fn load(path: &Path) -> Result<JobFile> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read job file {}", path.display()))?;
     let mut file: JobFile = toml::from_str(&text).map_err(|e| {

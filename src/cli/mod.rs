@@ -2,12 +2,12 @@
 //! settings (`config`, with job files), the man page, and the exit codes; `run` is all
 //! `main` calls.
 
-pub mod args;
-pub mod config;
-pub mod exit;
+pub(crate) mod args;
+pub(crate) mod config;
+pub(crate) mod exit;
 mod failure;
 mod help;
-pub mod jobfile;
+pub(crate) mod jobfile;
 pub mod manpage;
 
 use std::process::ExitCode;
@@ -112,7 +112,7 @@ pub fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Ok(None) => ExitCode::SUCCESS,
+        Ok(None) => ExitCode::from(Exit::Success.code()),
         Err(err) => failed(&err, common.as_ref(), json, quiet),
     }
 }

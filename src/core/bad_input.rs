@@ -9,33 +9,33 @@ use crate::core::error::{kind, BadInput, Kind};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Quarantine {
     /// The input's index in the run.
-    pub input: usize,
-    pub reason: String,
+    pub(crate) input: usize,
+    pub(crate) reason: String,
     /// The input's rows up to and including this line are in the table, committed by
     /// earlier checkpoints; 0 when none of its rows are.
     #[serde(default)]
-    pub committed_through_line: u64,
+    pub(crate) committed_through_line: u64,
 }
 
 /// A quarantined input, as `--json` and `--status` show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Quarantined {
-    pub path: String,
-    pub reason: String,
+pub(crate) struct Quarantined {
+    pub(crate) path: String,
+    pub(crate) reason: String,
     /// The input's rows up to and including this line are in the table (committed
     /// before the input failed); 0 when none of its rows are.
-    pub committed_through_line: u64,
+    pub(crate) committed_through_line: u64,
 }
 
 /// True for the errors a pipeline thread reports only because another one failed.
-pub fn is_echo(err: &anyhow::Error) -> bool {
+pub(crate) fn is_echo(err: &anyhow::Error) -> bool {
     let text = err.to_string();
     text == "the pipeline stopped" || text == "the coordinator stopped"
 }
 
 /// Marks an error met while reading input `input` as that input's, unless it only
 /// echoes another thread's failure (or already names its input).
-pub fn of_input(input: usize, err: anyhow::Error) -> anyhow::Error {
+pub(crate) fn of_input(input: usize, err: anyhow::Error) -> anyhow::Error {
     if is_echo(&err) || matches!(kind(&err), Kind::BadInput { .. } | Kind::Stopped { .. }) {
         return err;
     }
@@ -46,7 +46,7 @@ pub fn of_input(input: usize, err: anyhow::Error) -> anyhow::Error {
 }
 
 /// The input a failure belongs to, if it is an input's own.
-pub fn bad_input(err: &anyhow::Error) -> Option<&BadInput> {
+pub(crate) fn bad_input(err: &anyhow::Error) -> Option<&BadInput> {
     err.chain().find_map(|c| c.downcast_ref::<BadInput>())
 }
 

@@ -15,7 +15,7 @@ use crate::core::protocol::Barrier;
 use crate::core::schema::ColumnType;
 
 /// The byte after every stored field.
-pub const SEP: u8 = b',';
+pub(crate) const SEP: u8 = b',';
 
 /// A record's quoting mask (see [`RecordBatch::needs_quotes`]) when the source did not
 /// find it: the sink scans the record. A record of 64 fields that all need quotes has
@@ -23,19 +23,19 @@ pub const SEP: u8 = b',';
 const UNKNOWN: u64 = u64::MAX;
 
 /// Rows per batch: large enough to amortise a channel hop, small enough to stay in cache.
-pub const BATCH_ROWS: usize = 4096;
+pub(crate) const BATCH_ROWS: usize = 4096;
 
 /// Bytes of stored fields after which a batch is full whatever its rows: the batches in
 /// flight then hold about the same memory however wide the rows are. The benchmark's
 /// 100-byte rows fill 4096 rows in 400 KB; rows of 10 KB made 40 MB batches and a
 /// 230 MB peak RSS before this cut.
-pub const BATCH_BYTES: usize = 1 << 20;
+pub(crate) const BATCH_BYTES: usize = 1 << 20;
 
 /// The largest record a batch takes, in stored bytes (its fields, each with its
 /// separator): the reader turns a larger one away as a bad row. With the cut at
 /// [`BATCH_BYTES`] a batch's data then stays below 4 GiB, so its field offsets fit a
 /// `u32`.
-pub const MAX_RECORD_BYTES: usize = 1 << 30;
+pub(crate) const MAX_RECORD_BYTES: usize = 1 << 30;
 const _: () = assert!(MAX_RECORD_BYTES + BATCH_BYTES < u32::MAX as usize);
 
 /// A field's end in a batch's data, as stored. It fits: the reader and the stages turn
@@ -52,17 +52,17 @@ fn offset(at: usize) -> u32 {
 
 /// A row that failed, on its way to the rejects file (or to fail the run).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reject {
-    pub input: u32,
-    pub line: u64,
-    pub reason: String,
+pub(crate) struct Reject {
+    pub(crate) input: u32,
+    pub(crate) line: u64,
+    pub(crate) reason: String,
     /// The record as CSV text, as the stage that turned it away saw it.
-    pub record: Vec<u8>,
+    pub(crate) record: Vec<u8>,
 }
 
 /// A batch of records.
 #[derive(Debug, Clone)]
-pub struct RecordBatch {
+pub(crate) struct RecordBatch {
     /// Fields per record as stored.
     ncols: usize,
     /// The columns readers see, as stored column indices: select, drop and rename only
@@ -93,12 +93,12 @@ pub struct RecordBatch {
     /// (rows are only removed), so a mark holds for the batch's life.
     canonical: Vec<(usize, ColumnType)>,
     /// Rows turned away so far, in order.
-    pub rejects: Vec<Reject>,
+    pub(crate) rejects: Vec<Reject>,
 }
 
 /// One column's values, one per row, built by a stage (see [`RecordBatch::add_column`]).
 #[derive(Debug, Clone, Default)]
-pub struct Column {
+pub(crate) struct Column {
     data: Vec<u8>,
     ends: Vec<usize>,
     nulls: Vec<bool>,
@@ -106,7 +106,7 @@ pub struct Column {
 
 impl Column {
     /// An empty column with room for `rows` values.
-    pub fn with_rows(rows: usize) -> Column {
+    pub(crate) fn with_rows(rows: usize) -> Column {
         Column {
             data: Vec::with_capacity(rows * 16),
             ends: Vec::with_capacity(rows),
@@ -115,7 +115,7 @@ impl Column {
     }
 
     /// Appends the next row's value (`None` is null).
-    pub fn push(&mut self, value: Option<&[u8]>) {
+    pub(crate) fn push(&mut self, value: Option<&[u8]>) {
         if let Some(v) = value {
             self.data.extend_from_slice(v);
         }
@@ -152,7 +152,7 @@ impl Column {
 /// One visible column of a batch (see [`RecordBatch::column`]): what a per-row lookup
 /// would find out for every row, found out once.
 #[derive(Clone, Copy)]
-pub enum ColumnView<'a> {
+pub(crate) enum ColumnView<'a> {
     /// A stored column: field `col` of every `stride` fields.
     Stored {
         data: &'a [u8],
@@ -168,7 +168,7 @@ pub enum ColumnView<'a> {
 impl<'a> ColumnView<'a> {
     /// The value of row `row`, `None` when null.
     #[inline]
-    pub fn get(&self, row: usize) -> Option<&'a [u8]> {
+    pub(crate) fn get(&self, row: usize) -> Option<&'a [u8]> {
         self.get_with_tail(row).map(|(tail, len)| &tail[..len])
     }
 
@@ -177,7 +177,7 @@ impl<'a> ColumnView<'a> {
     /// value, the rest of `tail` whatever follows it, so a copy may read past the value
     /// in blocks of a fixed size.
     #[inline(always)]
-    pub fn get_with_tail(&self, row: usize) -> Option<(&'a [u8], usize)> {
+    pub(crate) fn get_with_tail(&self, row: usize) -> Option<(&'a [u8], usize)> {
         match *self {
             ColumnView::Stored {
                 data,
@@ -200,12 +200,12 @@ impl<'a> ColumnView<'a> {
 
 impl RecordBatch {
     /// An empty batch of records with `ncols` fields each.
-    pub fn new(ncols: usize) -> RecordBatch {
+    pub(crate) fn new(ncols: usize) -> RecordBatch {
         RecordBatch::with_capacity(ncols, BATCH_ROWS * 64)
     }
 
     /// An empty batch whose data buffer starts with room for `bytes`.
-    pub fn with_capacity(ncols: usize, bytes: usize) -> RecordBatch {
+    pub(crate) fn with_capacity(ncols: usize, bytes: usize) -> RecordBatch {
         RecordBatch {
             ncols,
             view: None,
@@ -222,7 +222,7 @@ impl RecordBatch {
     }
 
     /// An empty batch with another width that carries over this batch's rejects.
-    pub fn successor(&mut self, ncols: usize) -> RecordBatch {
+    pub(crate) fn successor(&mut self, ncols: usize) -> RecordBatch {
         // Room for about as much data as this batch holds, so building it never regrows.
         let mut next =
             RecordBatch::with_capacity(ncols, self.data.len() + self.data.len() / 4 + 64);
@@ -231,7 +231,7 @@ impl RecordBatch {
     }
 
     /// Empties the batch for records of `ncols` fields, keeping its buffers' capacity.
-    pub fn reset(&mut self, ncols: usize) {
+    pub(crate) fn reset(&mut self, ncols: usize) {
         self.ncols = ncols;
         self.view = None;
         self.data.clear();
@@ -246,33 +246,33 @@ impl RecordBatch {
     }
 
     /// Bytes of field data held (of the stored columns; for estimates).
-    pub fn data_len(&self) -> usize {
+    pub(crate) fn data_len(&self) -> usize {
         self.data.len()
     }
 
     /// True when the batch should go: it holds [`BATCH_ROWS`] rows or [`BATCH_BYTES`]
     /// bytes.
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.len() >= BATCH_ROWS || self.data.len() >= BATCH_BYTES
     }
 
     /// Number of records.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lines.len()
     }
 
     /// True when the batch holds no record.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.lines.is_empty()
     }
 
     /// Number of fields per record, as readers see them.
-    pub fn width(&self) -> usize {
+    pub(crate) fn width(&self) -> usize {
         self.view.as_ref().map_or(self.ncols, Vec::len)
     }
 
     /// Adds a column after the visible ones (`values` holds one value per row).
-    pub fn add_column(&mut self, values: Column) {
+    pub(crate) fn add_column(&mut self, values: Column) {
         debug_assert_eq!(values.ends.len(), self.len());
         let mut view: Vec<usize> = (0..self.width()).map(|c| self.stored(c)).collect();
         view.push(self.ncols + self.added.len());
@@ -281,7 +281,7 @@ impl RecordBatch {
     }
 
     /// Shows `values` in place of visible column `col` (the old values stay unseen).
-    pub fn replace_column(&mut self, col: usize, values: Column) {
+    pub(crate) fn replace_column(&mut self, col: usize, values: Column) {
         debug_assert_eq!(values.ends.len(), self.len());
         let mut view: Vec<usize> = (0..self.width()).map(|c| self.stored(c)).collect();
         view[col] = self.ncols + self.added.len();
@@ -291,20 +291,20 @@ impl RecordBatch {
 
     /// Shows only the columns `from` (indices of the current view), in that order,
     /// without moving any data.
-    pub fn project(&mut self, from: &[usize]) {
+    pub(crate) fn project(&mut self, from: &[usize]) {
         let view = from.iter().map(|&c| self.stored(c)).collect();
         self.view = Some(view);
     }
 
     /// Records that every non-null value of visible column `col` is canonical text of
     /// `ty` (the caller has checked each one).
-    pub fn mark_canonical(&mut self, col: usize, ty: ColumnType) {
+    pub(crate) fn mark_canonical(&mut self, col: usize, ty: ColumnType) {
         self.canonical.push((self.stored(col), ty));
     }
 
     /// True when every non-null value of visible column `col` is known to be canonical
     /// text of `ty` (see [`RecordBatch::mark_canonical`]).
-    pub fn is_canonical(&self, col: usize, ty: ColumnType) -> bool {
+    pub(crate) fn is_canonical(&self, col: usize, ty: ColumnType) -> bool {
         let stored = self.stored(col);
         self.canonical.contains(&(stored, ty))
     }
@@ -312,7 +312,7 @@ impl RecordBatch {
     /// True when no value of visible column `col` can need CSV quoting: every non-null
     /// value is known to be the canonical text of a type whose text never holds a
     /// comma, a quote or a line end (numbers, booleans, dates, timestamps).
-    pub fn never_quoted(&self, col: usize) -> bool {
+    pub(crate) fn never_quoted(&self, col: usize) -> bool {
         let stored = self.stored(col);
         self.canonical
             .iter()
@@ -325,7 +325,12 @@ impl RecordBatch {
     }
 
     /// Appends one record, field by field; the caller supplies exactly `ncols` fields.
-    pub fn push<'a>(&mut self, fields: impl IntoIterator<Item = &'a [u8]>, input: u32, line: u64) {
+    pub(crate) fn push<'a>(
+        &mut self,
+        fields: impl IntoIterator<Item = &'a [u8]>,
+        input: u32,
+        line: u64,
+    ) {
         for field in fields {
             self.push_cell(Some(field));
         }
@@ -334,7 +339,7 @@ impl RecordBatch {
 
     /// Appends one record given as its fields' bytes back to back and their end offsets
     /// (relative to `bytes`).
-    pub fn push_fields(&mut self, bytes: &[u8], ends: &[usize], input: u32, line: u64) {
+    pub(crate) fn push_fields(&mut self, bytes: &[u8], ends: &[usize], input: u32, line: u64) {
         let mut start = 0;
         for &end in ends {
             self.push_cell(Some(&bytes[start..end]));
@@ -346,7 +351,7 @@ impl RecordBatch {
     /// Appends one record given as its raw bytes, which are exactly its fields joined by
     /// `delimiter` (it held no quote), and its fields' end offsets without the
     /// delimiters: one copy per record.
-    pub fn push_joined(
+    pub(crate) fn push_joined(
         &mut self,
         joined: &[u8],
         delimiter: u8,
@@ -367,7 +372,7 @@ impl RecordBatch {
     /// Appends one record given as its fields, each followed by a `,`, and their end
     /// offsets without the commas: one copy per record. `quoting` is which fields need
     /// CSV quoting, if known (see [`RecordBatch::needs_quotes`]).
-    pub fn push_separated(
+    pub(crate) fn push_separated(
         &mut self,
         separated: &[u8],
         ends: &[usize],
@@ -408,7 +413,7 @@ impl RecordBatch {
     }
 
     /// Appends one field of the record being built; `None` is null.
-    pub fn push_cell(&mut self, value: Option<&[u8]>) {
+    pub(crate) fn push_cell(&mut self, value: Option<&[u8]>) {
         debug_assert!(
             self.view.is_none(),
             "records are appended to unprojected batches only"
@@ -430,7 +435,7 @@ impl RecordBatch {
     }
 
     /// Finishes the record started with `push_cell`.
-    pub fn end_row(&mut self, input: u32, line: u64) {
+    pub(crate) fn end_row(&mut self, input: u32, line: u64) {
         debug_assert_eq!(self.ends.len(), (self.lines.len() + 1) * self.ncols);
         self.lines.push(line);
         self.inputs.push(input);
@@ -438,7 +443,7 @@ impl RecordBatch {
     }
 
     /// Field `col` of record `row` (empty when null).
-    pub fn field(&self, row: usize, col: usize) -> &[u8] {
+    pub(crate) fn field(&self, row: usize, col: usize) -> &[u8] {
         let stored = self.stored(col);
         if stored >= self.ncols {
             return self.added[stored - self.ncols].get(row);
@@ -463,7 +468,8 @@ impl RecordBatch {
     }
 
     /// True when record `row`'s stored fields need no CSV quoting.
-    pub fn is_plain(&self, row: usize) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_plain(&self, row: usize) -> bool {
         self.quoting[row] == 0
     }
 
@@ -471,7 +477,7 @@ impl RecordBatch {
     /// or a line end), field `i` as bit `i`: as the source found them when it did, found
     /// with one scan of the record's bytes for each kind otherwise; `None` past 64
     /// stored fields.
-    pub fn needs_quotes(&self, row: usize) -> Option<u64> {
+    pub(crate) fn needs_quotes(&self, row: usize) -> Option<u64> {
         if self.quoting[row] != UNKNOWN {
             return Some(self.quoting[row]);
         }
@@ -502,25 +508,25 @@ impl RecordBatch {
     }
 
     /// Stored fields `first..=last` of record `row` as they are stored: with `,` between
-    /// them. For a plain record (see [`RecordBatch::is_plain`]) that is their CSV.
-    pub fn stored_span(&self, row: usize, first: usize, last: usize) -> &[u8] {
+    /// them. For a plain record (one whose fields need no quoting) that is their CSV.
+    pub(crate) fn stored_span(&self, row: usize, first: usize, last: usize) -> &[u8] {
         let at = row * self.ncols;
         &self.data[self.start(at + first)..self.end(at + last)]
     }
 
     /// The stored field visible column `col` shows, if it is a stored one (not added by
     /// a stage).
-    pub fn stored_field(&self, col: usize) -> Option<usize> {
+    pub(crate) fn stored_field(&self, col: usize) -> Option<usize> {
         Some(self.stored(col)).filter(|&s| s < self.ncols)
     }
 
     /// Field `col` of record `row`, `None` when null.
-    pub fn cell(&self, row: usize, col: usize) -> Option<&[u8]> {
+    pub(crate) fn cell(&self, row: usize, col: usize) -> Option<&[u8]> {
         self.column(col).get(row)
     }
 
     /// Visible column `col`, resolved once for a loop over its rows.
-    pub fn column(&self, col: usize) -> ColumnView<'_> {
+    pub(crate) fn column(&self, col: usize) -> ColumnView<'_> {
         let stored = self.stored(col);
         match stored.checked_sub(self.ncols) {
             Some(added) => ColumnView::Added(&self.added[added]),
@@ -535,7 +541,7 @@ impl RecordBatch {
     }
 
     /// True when field `col` of record `row` is null.
-    pub fn is_null(&self, row: usize, col: usize) -> bool {
+    pub(crate) fn is_null(&self, row: usize, col: usize) -> bool {
         let stored = self.stored(col);
         if stored >= self.ncols {
             return self.added[stored - self.ncols].nulls[row];
@@ -546,22 +552,23 @@ impl RecordBatch {
     }
 
     /// The source line where record `row` starts.
-    pub fn line(&self, row: usize) -> u64 {
+    pub(crate) fn line(&self, row: usize) -> u64 {
         self.lines[row]
     }
 
     /// The input index record `row` came from.
-    pub fn input(&self, row: usize) -> u32 {
+    pub(crate) fn input(&self, row: usize) -> u32 {
         self.inputs[row]
     }
 
     /// The record as one line of CSV, for a rejects file.
-    pub fn encode_row(&self, row: usize) -> Vec<u8> {
+    pub(crate) fn encode_row(&self, row: usize) -> Vec<u8> {
         encode_csv((0..self.width()).map(|c| self.field(row, c)))
     }
 
+    #[cfg(test)]
     /// Turns away the rows in `bad` (row, reason), in row order, and drops them.
-    pub fn reject(&mut self, bad: Vec<(usize, String)>) {
+    pub(crate) fn reject(&mut self, bad: Vec<(usize, String)>) {
         if bad.is_empty() {
             return;
         }
@@ -582,7 +589,7 @@ impl RecordBatch {
     /// Moves records `at..` into `tail` (emptied first): a source batch cut where a
     /// checkpoint barrier falls. For batches as the source builds them: no view, no
     /// added column, no rejects.
-    pub fn split_off(&mut self, at: usize, tail: &mut RecordBatch) {
+    pub(crate) fn split_off(&mut self, at: usize, tail: &mut RecordBatch) {
         debug_assert!(self.view.is_none() && self.added.is_empty() && self.rejects.is_empty());
         tail.reset(self.ncols);
         if at >= self.len() {
@@ -609,7 +616,7 @@ impl RecordBatch {
 
     /// Adds `delta` to every record's line: a chunk parsed on its own counts lines from
     /// its first byte, and learns what precedes it only once the chunks before it are in.
-    pub fn shift_lines(&mut self, delta: u64) {
+    pub(crate) fn shift_lines(&mut self, delta: u64) {
         if delta == 0 {
             return;
         }
@@ -622,7 +629,7 @@ impl RecordBatch {
     }
 
     /// Keeps only the records for which `keep[row]` is true, compacting in place.
-    pub fn retain(&mut self, keep: &[bool]) {
+    pub(crate) fn retain(&mut self, keep: &[bool]) {
         debug_assert_eq!(keep.len(), self.len());
         if keep.iter().all(|&k| k) {
             return;
@@ -669,7 +676,7 @@ impl RecordBatch {
 }
 
 /// Fields as one line of CSV (without the line end).
-pub fn encode_csv<'a>(fields: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+pub(crate) fn encode_csv<'a>(fields: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
     let mut writer = csv::WriterBuilder::new()
         .terminator(csv::Terminator::Any(b'\n'))
         .from_writer(Vec::new());
@@ -689,28 +696,28 @@ pub fn encode_csv<'a>(fields: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
 /// faults on a 1 GB load), while a buffer that was just used is already mapped and warm.
 /// The way back is bounded and never blocks: a batch that finds it full is dropped, one
 /// the source finds none of is allocated.
-pub fn recycling(depth: usize) -> (Returns, Spares) {
+pub(crate) fn recycling(depth: usize) -> (Returns, Spares) {
     let (tx, rx) = std::sync::mpsc::sync_channel(depth);
     (Returns(tx), Spares(rx))
 }
 
 /// The sinks' end of [`recycling`].
 #[derive(Clone)]
-pub struct Returns(std::sync::mpsc::SyncSender<RecordBatch>);
+pub(crate) struct Returns(std::sync::mpsc::SyncSender<RecordBatch>);
 
 impl Returns {
     /// Hands a written batch back (or drops it if enough are waiting).
-    pub fn give(&self, batch: RecordBatch) {
+    pub(crate) fn give(&self, batch: RecordBatch) {
         let _ = self.0.try_send(batch);
     }
 }
 
 /// The source's end of [`recycling`].
-pub struct Spares(std::sync::mpsc::Receiver<RecordBatch>);
+pub(crate) struct Spares(std::sync::mpsc::Receiver<RecordBatch>);
 
 impl Spares {
     /// An empty batch of `ncols` columns: a returned one if any is waiting.
-    pub fn take(&self, ncols: usize) -> RecordBatch {
+    pub(crate) fn take(&self, ncols: usize) -> RecordBatch {
         match self.0.try_recv() {
             Ok(mut batch) => {
                 batch.reset(ncols);
@@ -728,7 +735,7 @@ impl Spares {
 /// per channel slot.
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
-pub enum Msg {
+pub(crate) enum Msg {
     Batch(RecordBatch),
     Barrier(Barrier),
 }

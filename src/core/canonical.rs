@@ -18,7 +18,7 @@ fn two_digits(b: &[u8], i: usize) -> Option<i32> {
 }
 
 /// `YYYY-MM-DD`, a valid date in the years 0001 to 9999.
-pub fn date(b: &[u8]) -> Option<Date> {
+pub(crate) fn date(b: &[u8]) -> Option<Date> {
     if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
         return None;
     }
@@ -31,7 +31,7 @@ pub fn date(b: &[u8]) -> Option<Date> {
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ`: a whole-second UTC timestamp, as `cast` writes one.
-pub fn timestamp(b: &[u8]) -> Option<Timestamp> {
+pub(crate) fn timestamp(b: &[u8]) -> Option<Timestamp> {
     let (date, [hour, minute, second]) = civil(b)?;
     let time = Time::new(hour, minute, second, 0).ok()?;
     Offset::UTC.to_timestamp(date.to_datetime(time)).ok()
@@ -39,7 +39,7 @@ pub fn timestamp(b: &[u8]) -> Option<Timestamp> {
 
 /// The UTC date (`YYYY-MM-DD`) of a canonical timestamp, straight from its text:
 /// accepted exactly when [`timestamp`] accepts, without building the instant.
-pub fn timestamp_date(b: &[u8]) -> Option<&[u8]> {
+pub(crate) fn timestamp_date(b: &[u8]) -> Option<&[u8]> {
     let (date, _) = civil(b)?;
     // jiff's instants end late on 9999-12-30 (UTC): that year takes the full check.
     if date.year() == 9999 {
@@ -63,7 +63,7 @@ fn civil(b: &[u8]) -> Option<(Date, [i8; 3])> {
 
 /// Appends a date's canonical text (`YYYY-MM-DD`, as jiff writes it) and returns true;
 /// digits are written directly for the years 0001 to 9999, jiff formats the rest.
-pub fn write_date(date: Date, out: &mut Vec<u8>) -> bool {
+pub(crate) fn write_date(date: Date, out: &mut Vec<u8>) -> bool {
     let year = date.year();
     if !(1..=9999).contains(&year) {
         use std::io::Write;
@@ -89,7 +89,7 @@ pub fn write_date(date: Date, out: &mut Vec<u8>) -> bool {
 }
 
 /// `-?(0|[1-9][0-9]*)` short enough to fit any `i64`.
-pub fn is_int(b: &[u8]) -> bool {
+pub(crate) fn is_int(b: &[u8]) -> bool {
     let digits = b.strip_prefix(b"-").unwrap_or(b);
     match digits {
         [] => false,
@@ -102,7 +102,7 @@ pub fn is_int(b: &[u8]) -> bool {
 
 /// A `decimal(P,S)` value as `cast` writes it: an optional `-`, an integer part without
 /// leading zeros and of at most P-S digits, and exactly S decimals; never `-0.00`.
-pub fn is_decimal(b: &[u8], precision: u8, scale: u8) -> bool {
+pub(crate) fn is_decimal(b: &[u8], precision: u8, scale: u8) -> bool {
     if precision > 18 || scale > precision {
         return false;
     }

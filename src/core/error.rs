@@ -8,10 +8,10 @@ use std::fmt;
 
 /// Another process holds the job's lock.
 #[derive(Debug)]
-pub struct LockHeld {
-    pub table: String,
-    pub job: String,
-    pub holder: String,
+pub(crate) struct LockHeld {
+    pub(crate) table: String,
+    pub(crate) job: String,
+    pub(crate) holder: String,
 }
 
 impl fmt::Display for LockHeld {
@@ -33,7 +33,7 @@ impl std::error::Error for LockHeld {}
 
 /// A command line that parses but makes no sense (clap reports the rest itself).
 #[derive(Debug)]
-pub struct UsageError(pub String);
+pub(crate) struct UsageError(pub(crate) String);
 
 impl fmt::Display for UsageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -45,10 +45,10 @@ impl std::error::Error for UsageError {}
 
 /// A signal stopped the run at a checkpoint boundary.
 #[derive(Debug)]
-pub struct Stopped {
-    pub signal: i32,
+pub(crate) struct Stopped {
+    pub(crate) signal: i32,
     /// What to tell the user: what is committed, and what to run next.
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 impl fmt::Display for Stopped {
@@ -66,11 +66,11 @@ impl std::error::Error for Stopped {}
 
 /// An input of the run could not load; with `--on-bad-input quarantine` it is set aside.
 #[derive(Debug)]
-pub struct BadInput {
+pub(crate) struct BadInput {
     /// The input's index in the run.
-    pub input: usize,
+    pub(crate) input: usize,
     /// What went wrong, as the run would have failed with it.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 impl fmt::Display for BadInput {
@@ -83,7 +83,7 @@ impl std::error::Error for BadInput {}
 
 /// What a caller can decide on about an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Another process holds the job's lock ([`LockHeld`], exit 75).
     LockHeld,
     /// The command line makes no sense ([`UsageError`], exit 2).
@@ -99,7 +99,7 @@ pub enum Kind {
 }
 
 /// The kind of `err`: that of the outermost typed cause in its chain.
-pub fn kind(err: &anyhow::Error) -> Kind {
+pub(crate) fn kind(err: &anyhow::Error) -> Kind {
     for cause in err.chain() {
         if cause.is::<LockHeld>() {
             return Kind::LockHeld;

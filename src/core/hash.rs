@@ -1,6 +1,6 @@
 //! How content hashes are written in the journal, the manifest and file names.
 
 /// Formats a content hash the way the journal and manifest store it.
-pub fn hash_hex(hash: u128) -> String {
+pub(crate) fn hash_hex(hash: u128) -> String {
     format!("{hash:032x}")
 }

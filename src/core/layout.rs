@@ -21,18 +21,18 @@ use crate::core::url::ObjectUrl;
 /// state to the bucket (`storage/replica.rs`) and `store` is the bucket. `store` is
 /// where data files are published: the table's directory unless it is remote.
 #[derive(Debug, Clone)]
-pub struct JobLayout {
-    pub table: PathBuf,
-    pub job: String,
-    pub dir: PathBuf,
-    pub target: Option<ObjectUrl>,
-    pub remote: Option<Arc<dyn StateMirror>>,
-    pub store: Arc<dyn TableStore>,
+pub(crate) struct JobLayout {
+    pub(crate) table: PathBuf,
+    pub(crate) job: String,
+    pub(crate) dir: PathBuf,
+    pub(crate) target: Option<ObjectUrl>,
+    pub(crate) remote: Option<Arc<dyn StateMirror>>,
+    pub(crate) store: Arc<dyn TableStore>,
 }
 
 impl JobLayout {
     /// The layout of `job` in `table`.
-    pub fn new(table: &Path, job: &str) -> JobLayout {
+    pub(crate) fn new(table: &Path, job: &str) -> JobLayout {
         JobLayout {
             table: table.to_path_buf(),
             job: job.to_string(),
@@ -44,7 +44,7 @@ impl JobLayout {
     }
 
     /// The table as the user named it: its directory or its URL.
-    pub fn table_name(&self) -> String {
+    pub(crate) fn table_name(&self) -> String {
         match &self.target {
             Some(url) => url.to_string(),
             None => self.table.display().to_string(),
@@ -52,43 +52,43 @@ impl JobLayout {
     }
 
     /// The job's lock file.
-    pub fn lock(&self) -> PathBuf {
+    pub(crate) fn lock(&self) -> PathBuf {
         self.dir.join("lock")
     }
 
     /// The job's journal.
-    pub fn journal(&self) -> PathBuf {
+    pub(crate) fn journal(&self) -> PathBuf {
         self.dir.join("journal")
     }
 
     /// The job's manifest of loaded inputs.
-    pub fn manifest(&self) -> PathBuf {
+    pub(crate) fn manifest(&self) -> PathBuf {
         self.dir.join("manifest")
     }
 
     /// All staging areas of one run.
-    pub fn pending_run(&self, run: &str) -> PathBuf {
+    pub(crate) fn pending_run(&self, run: &str) -> PathBuf {
         self.dir.join("pending").join(run)
     }
 
     /// The staging area of one checkpoint's transaction.
-    pub fn pending_txn(&self, run: &str, checkpoint: u64) -> PathBuf {
+    pub(crate) fn pending_txn(&self, run: &str, checkpoint: u64) -> PathBuf {
         self.pending_run(run).join(checkpoint_dir_name(checkpoint))
     }
 
     /// Stage snapshots of one run.
-    pub fn state_run(&self, run: &str) -> PathBuf {
+    pub(crate) fn state_run(&self, run: &str) -> PathBuf {
         self.dir.join("state").join(run)
     }
 
     /// Shadow partitions of one overwrite run.
-    pub fn overwrite_run(&self, run: &str) -> PathBuf {
+    pub(crate) fn overwrite_run(&self, run: &str) -> PathBuf {
         self.dir.join("overwrite").join(run)
     }
 
     /// Every path of the job's state, and the table-wide state files, for the symlink
     /// check (`fsutil::refuse_symlinks`).
-    pub fn state_paths(&self) -> Vec<PathBuf> {
+    pub(crate) fn state_paths(&self) -> Vec<PathBuf> {
         let ingest = self.table.join("_ingest");
         let mut paths = vec![
             ingest.join("contract.json"),
@@ -103,13 +103,13 @@ impl JobLayout {
     }
 
     /// Turns a table-relative path from the journal into a real path.
-    pub fn in_table(&self, rel: &str) -> PathBuf {
+    pub(crate) fn in_table(&self, rel: &str) -> PathBuf {
         self.table.join(rel)
     }
 }
 
 /// The jobs of a table: every directory under `_ingest/`, sorted.
-pub fn jobs(table: &Path) -> Result<Vec<String>> {
+pub(crate) fn jobs(table: &Path) -> Result<Vec<String>> {
     let dir = table.join("_ingest");
     let mut names = Vec::new();
     match std::fs::read_dir(&dir) {
@@ -129,12 +129,12 @@ pub fn jobs(table: &Path) -> Result<Vec<String>> {
 }
 
 /// The directory name of a checkpoint's staging area.
-pub fn checkpoint_dir_name(checkpoint: u64) -> String {
+pub(crate) fn checkpoint_dir_name(checkpoint: u64) -> String {
     format!("{checkpoint:06}")
 }
 
 /// Parses a staging-area name back into its checkpoint number.
-pub fn parse_checkpoint_dir_name(name: &str) -> Option<u64> {
+pub(crate) fn parse_checkpoint_dir_name(name: &str) -> Option<u64> {
     if name.len() >= 6 && name.bytes().all(|b| b.is_ascii_digit()) {
         name.parse().ok()
     } else {
@@ -144,11 +144,11 @@ pub fn parse_checkpoint_dir_name(name: &str) -> Option<u64> {
 
 /// The filesystem under the table's directory (its methods: `storage/local.rs`).
 #[derive(Debug, Default)]
-pub struct LocalTable;
+pub(crate) struct LocalTable;
 
 /// A copy of the job's state kept elsewhere: every journal write goes to it too, and the
 /// rest of the state is pushed at the points a run settles (`state/replica.rs`).
-pub trait StateMirror: Debug + Send + Sync {
+pub(crate) trait StateMirror: Debug + Send + Sync {
     /// The first record of a new journal.
     fn journal_start(&self, payload: &[u8]) -> Result<()>;
     /// One more record of the journal.
@@ -156,13 +156,14 @@ pub trait StateMirror: Debug + Send + Sync {
     /// Copies the job's settled state files to the mirror.
     fn push(&self) -> Result<()>;
     /// Who holds the job's lease there, if anyone.
+    #[cfg(feature = "s3")]
     fn holder(&self) -> Result<Option<String>>;
 }
 
 /// Where a table's data files live: the sink's staging made durable, the commit's
 /// publish, and their undoing. Every method acts on files named by the journal alone,
 /// so the coordinator, `--recover` and `--abort` share them.
-pub trait TableStore: Debug + Send + Sync {
+pub(crate) trait TableStore: Debug + Send + Sync {
     /// preCommit, once the checkpoint's staged files (with their local paths) are
     /// durable on local disk: make them durable in the store, still invisible to readers;
     /// may record how in each [`StagedFile`] (the journal keeps it).
@@ -196,7 +197,7 @@ pub trait TableStore: Debug + Send + Sync {
 
 /// What a store finds where a run published a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AtDest {
+pub(crate) enum AtDest {
     Nothing,
     /// A file of the journaled size: the run's own.
     Published,
@@ -208,7 +209,7 @@ pub enum AtDest {
 /// still found with its journaled size is removed, anything else there is noted and left;
 /// `look` tells what is at a file's destination (and how to name it), `remove` removes
 /// it. Returns (files, rows) removed.
-pub fn unpublish_each(
+pub(crate) fn unpublish_each(
     files: &[&StagedFile],
     run: &str,
     messages: Messages,

@@ -2,13 +2,13 @@
 
 /// Where notes go.
 #[derive(Debug, Clone, Copy)]
-pub struct Messages {
-    pub quiet: bool,
+pub(crate) struct Messages {
+    pub(crate) quiet: bool,
 }
 
 impl Messages {
     /// A note for the person at the terminal (nothing with `--quiet`).
-    pub fn note(&self, text: &str) {
+    pub(crate) fn note(&self, text: &str) {
         if !self.quiet {
             eprintln!("ingest: {text}");
         }

@@ -2,20 +2,20 @@
 //! table. Protocol messages and options, the job's layout, error kinds, schema, batches,
 //! canonical values and expressions; `sys/` wraps the operating system.
 
-pub mod bad_input;
-pub mod batch;
-pub mod canonical;
-pub mod counters;
-pub mod error;
-pub mod expr;
-pub mod hash;
-pub mod layout;
-pub mod messages;
-pub mod options;
-pub mod protocol;
+pub(crate) mod bad_input;
+pub(crate) mod batch;
+pub(crate) mod canonical;
+pub(crate) mod counters;
+pub(crate) mod error;
+pub(crate) mod expr;
+pub(crate) mod hash;
+pub(crate) mod layout;
+pub(crate) mod messages;
+pub(crate) mod options;
+pub(crate) mod protocol;
 pub mod records;
-pub mod schema;
-pub mod shard;
-pub mod spec;
-pub mod sys;
-pub mod url;
+pub(crate) mod schema;
+pub(crate) mod shard;
+pub(crate) mod spec;
+pub(crate) mod sys;
+pub(crate) mod url;

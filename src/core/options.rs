@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// When to draw the progress bar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ProgressMode {
+pub(crate) enum ProgressMode {
     /// Only when stderr is a terminal
     Auto,
     /// Even when stderr is not a terminal
@@ -20,7 +20,7 @@ pub enum ProgressMode {
 /// Output file formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Format {
+pub(crate) enum Format {
     /// CSV with a header row (`.csv`)
     Csv,
     /// JSON lines, one object per row (`.jsonl`)
@@ -34,7 +34,7 @@ pub enum Format {
     Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, serde::Serialize, serde::Deserialize,
 )]
 #[serde(rename_all = "lowercase")]
-pub enum TableFormat {
+pub(crate) enum TableFormat {
     /// Files in COL=VALUE directories: a file is in the table once it has its name
     #[default]
     Hive,
@@ -47,7 +47,7 @@ pub enum TableFormat {
     Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, serde::Serialize, serde::Deserialize,
 )]
 #[serde(rename_all = "kebab-case")]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Add the load's files to the table; existing files are never touched
     #[default]
     Append,
@@ -61,7 +61,7 @@ pub enum Mode {
     Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, serde::Serialize, serde::Deserialize,
 )]
 #[serde(rename_all = "kebab-case")]
-pub enum OnBadInput {
+pub(crate) enum OnBadInput {
     /// The run fails, naming the input and what is wrong with it
     #[default]
     Fail,
@@ -82,7 +82,7 @@ pub enum OnBadInput {
     clap::ValueEnum,
 )]
 #[serde(rename_all = "lowercase")]
-pub enum Compression {
+pub(crate) enum Compression {
     /// Plain files
     #[default]
     None,
@@ -96,7 +96,7 @@ pub enum Compression {
 
 impl Compression {
     /// The suffix after the format's extension.
-    pub fn suffix(self) -> &'static str {
+    pub(crate) fn suffix(self) -> &'static str {
         match self {
             Compression::None => "",
             Compression::Gzip => ".gz",
@@ -110,47 +110,47 @@ impl Compression {
 /// `--recover` finishes it exactly as it began, whatever flags it is given.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunOptions {
-    pub delimiter: u8,
-    pub partition_by: Vec<String>,
-    pub checkpoint_rows: u64,
-    pub format: Format,
+    pub(crate) delimiter: u8,
+    pub(crate) partition_by: Vec<String>,
+    pub(crate) checkpoint_rows: u64,
+    pub(crate) format: Format,
     /// Hive directories, or a Delta Lake table.
     #[serde(default)]
-    pub table_format: TableFormat,
+    pub(crate) table_format: TableFormat,
     /// Bad rows allowed into the rejects before the run fails (0: fail at the first).
     #[serde(default)]
-    pub max_errors: u64,
+    pub(crate) max_errors: u64,
     /// The input schema a job file declared; turned into stages when the run starts.
     #[serde(default)]
-    pub schema: Option<SchemaSpec>,
+    pub(crate) schema: Option<SchemaSpec>,
     /// The transform stages, in order.
     #[serde(default)]
-    pub stages: Vec<StageSpec>,
+    pub(crate) stages: Vec<StageSpec>,
     /// Compression of the data files.
     #[serde(default)]
-    pub compression: Compression,
+    pub(crate) compression: Compression,
     /// Part files are cut at about this many bytes.
     #[serde(default)]
-    pub target_file_size: Option<u64>,
+    pub(crate) target_file_size: Option<u64>,
     /// Append, or replace the partitions the run writes to.
     #[serde(default)]
-    pub mode: Mode,
+    pub(crate) mode: Mode,
     /// JSON lines: what a key the sampled objects did not have does to its row.
     #[serde(default)]
-    pub json_new_keys: NewKeys,
+    pub(crate) json_new_keys: NewKeys,
     /// An input that cannot load fails the run, or is quarantined.
     #[serde(default)]
-    pub on_bad_input: crate::core::options::OnBadInput,
+    pub(crate) on_bad_input: crate::core::options::OnBadInput,
     /// A column an input lacks loads as null (`--evolve add-columns`, the union by name
     /// of DuckDB's `union_by_name` and Spark's `mergeSchema`); else it is an error.
     #[serde(default)]
-    pub fill_missing: bool,
+    pub(crate) fill_missing: bool,
 }
 
 /// What a JSON lines key that is not a column does (`--json-new-keys`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
-pub enum NewKeys {
+pub(crate) enum NewKeys {
     /// The row is bad: it fails the run, or goes to the rejects with --max-errors
     #[default]
     Error,
@@ -161,7 +161,7 @@ pub enum NewKeys {
 /// How a load may change the recorded contract.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
-pub enum Evolve {
+pub(crate) enum Evolve {
     /// The load must match the contract exactly
     #[default]
     Never,

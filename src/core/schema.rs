@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 /// The type of a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub enum ColumnType {
+pub(crate) enum ColumnType {
     String,
     Int,
     Float,
@@ -32,7 +32,7 @@ pub enum ColumnType {
 
 impl ColumnType {
     /// True for `int`, `float` and `decimal`.
-    pub fn is_numeric(self) -> bool {
+    pub(crate) fn is_numeric(self) -> bool {
         matches!(
             self,
             ColumnType::Int | ColumnType::Float | ColumnType::Decimal { .. }
@@ -112,21 +112,21 @@ impl From<ColumnType> for String {
 
 /// One column of a schema.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Column {
-    pub name: String,
+pub(crate) struct Column {
+    pub(crate) name: String,
     #[serde(rename = "type")]
-    pub ty: ColumnType,
+    pub(crate) ty: ColumnType,
 }
 
 /// The columns of the records at one point of the pipeline.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Schema {
-    pub columns: Vec<Column>,
+pub(crate) struct Schema {
+    pub(crate) columns: Vec<Column>,
 }
 
 impl Schema {
     /// All-string columns with these names (what a CSV header gives).
-    pub fn strings(names: &[String]) -> Schema {
+    pub(crate) fn strings(names: &[String]) -> Schema {
         Schema {
             columns: names
                 .iter()
@@ -139,7 +139,7 @@ impl Schema {
     }
 
     /// The index of a column, or an error that lists the columns there are.
-    pub fn index(&self, name: &str) -> Result<usize, String> {
+    pub(crate) fn index(&self, name: &str) -> Result<usize, String> {
         self.columns
             .iter()
             .position(|c| c.name == name)
@@ -147,18 +147,13 @@ impl Schema {
     }
 
     /// The column names, in order.
-    pub fn names(&self) -> Vec<String> {
+    pub(crate) fn names(&self) -> Vec<String> {
         self.columns.iter().map(|c| c.name.clone()).collect()
     }
 
     /// Number of columns.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.columns.len()
-    }
-
-    /// True without columns.
-    pub fn is_empty(&self) -> bool {
-        self.columns.is_empty()
     }
 }
 

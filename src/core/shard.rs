@@ -11,14 +11,14 @@ use std::fmt;
 
 /// Share `index` of `count`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shard {
-    pub index: u64,
-    pub count: u64,
+pub(crate) struct Shard {
+    pub(crate) index: u64,
+    pub(crate) count: u64,
 }
 
 impl Shard {
     /// Parses `I/N` with `0 <= I < N`.
-    pub fn parse(text: &str) -> Result<Shard, String> {
+    pub(crate) fn parse(text: &str) -> Result<Shard, String> {
         let (index, count) = text
             .split_once('/')
             .ok_or_else(|| format!("--shard takes I/N (e.g. 0/8), not {text:?}"))?;
@@ -39,13 +39,13 @@ impl Shard {
     }
 
     /// True when the input named `path` belongs to this share.
-    pub fn keeps(&self, path: &str) -> bool {
+    pub(crate) fn keeps(&self, path: &str) -> bool {
         share(path, self.count) == self.index
     }
 }
 
 /// The share of `count` that the input named `path` belongs to.
-pub fn share(path: &str, count: u64) -> u64 {
+pub(crate) fn share(path: &str, count: u64) -> u64 {
     xxhash_rust::xxh3::xxh3_64(path.as_bytes()) % count
 }
 

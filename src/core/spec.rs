@@ -12,7 +12,7 @@ use crate::core::schema::ColumnType;
 /// One stage of the pipeline, as written in a job file (`type = "…"`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-pub enum StageSpec {
+pub(crate) enum StageSpec {
     /// Keep these columns, in this order.
     Select { columns: Vec<String> },
     /// Remove these columns.
@@ -63,7 +63,7 @@ pub enum StageSpec {
 /// How far back a dedupe remembers keys.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
-pub enum DedupeScope {
+pub(crate) enum DedupeScope {
     /// The first row of a key within the run
     #[default]
     Run,
@@ -77,7 +77,7 @@ fn default_markers() -> Vec<String> {
 
 impl StageSpec {
     /// The stage's type name, as in a job file.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             StageSpec::Select { .. } => "select",
             StageSpec::Drop { .. } => "drop",
@@ -97,7 +97,7 @@ impl StageSpec {
 /// What to do with input columns a `[schema]` does not declare.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ExtraColumns {
+pub(crate) enum ExtraColumns {
     /// Fail before loading, naming them.
     #[default]
     Error,
@@ -108,21 +108,21 @@ pub enum ExtraColumns {
 /// A `[schema]` section: the input's columns and types.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SchemaSpec {
-    pub columns: BTreeMap<String, ColumnType>,
+pub(crate) struct SchemaSpec {
+    pub(crate) columns: BTreeMap<String, ColumnType>,
     #[serde(default)]
-    pub extra_columns: ExtraColumns,
+    pub(crate) extra_columns: ExtraColumns,
 }
 
 impl SchemaSpec {
     /// True when the schema declares the column (so its type is the schema's).
-    pub fn declares(&self, column: &str) -> bool {
+    pub(crate) fn declares(&self, column: &str) -> bool {
         self.columns.contains_key(column)
     }
 
     /// The stages that make the input conform: drop undeclared columns (if allowed),
     /// then cast every declared column that is not a string.
-    pub fn stages_for(&self, header: &[String]) -> Result<Vec<StageSpec>> {
+    pub(crate) fn stages_for(&self, header: &[String]) -> Result<Vec<StageSpec>> {
         let missing: Vec<&String> = self
             .columns
             .keys()
@@ -179,7 +179,7 @@ impl SchemaSpec {
 /// Load metadata a `metadata` stage can add as a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum MetaField {
+pub(crate) enum MetaField {
     /// The input file's path.
     SourceFile,
     /// The line where the record starts in its input.

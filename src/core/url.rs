@@ -8,15 +8,16 @@ use crate::core::error::UsageError;
 
 /// An object location: a bucket and a key (or key prefix) inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectUrl {
-    pub bucket: String,
+pub(crate) struct ObjectUrl {
+    pub(crate) bucket: String,
     /// No leading `/`; empty for the whole bucket.
-    pub key: String,
+    pub(crate) key: String,
 }
 
 impl ObjectUrl {
     /// The URL of `key` in the same bucket.
-    pub fn with_key(&self, key: &str) -> ObjectUrl {
+    #[cfg(feature = "s3")]
+    pub(crate) fn with_key(&self, key: &str) -> ObjectUrl {
         ObjectUrl {
             bucket: self.bucket.clone(),
             key: key.to_string(),
@@ -31,13 +32,13 @@ impl std::fmt::Display for ObjectUrl {
 }
 
 /// True when `arg` names an object rather than a local path: it has a URL scheme.
-pub fn is_url(arg: &str) -> bool {
+pub(crate) fn is_url(arg: &str) -> bool {
     arg.split_once("://")
         .is_some_and(|(scheme, _)| !scheme.is_empty() && scheme.chars().all(is_scheme_char))
 }
 
 /// True for a path given as a URL (see [`is_url`]).
-pub fn is_url_path(path: &Path) -> bool {
+pub(crate) fn is_url_path(path: &Path) -> bool {
     path.to_str().is_some_and(is_url)
 }
 
@@ -48,7 +49,7 @@ fn is_scheme_char(c: char) -> bool {
 /// Parses `s3://BUCKET/KEY`. Refuses other schemes, and a URL with credentials in it
 /// (`s3://KEY:SECRET@bucket/...`) without repeating any of it: credentials come from the
 /// `AWS_*` environment variables only, so they never reach a journal, a log or `--json`.
-pub fn parse(arg: &str) -> Result<ObjectUrl> {
+pub(crate) fn parse(arg: &str) -> Result<ObjectUrl> {
     let Some((scheme, rest)) = arg.split_once("://") else {
         bail!(UsageError(format!("{arg} is not a URL")));
     };

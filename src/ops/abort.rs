@@ -49,21 +49,21 @@ use crate::state::manifest::Manifest;
 
 /// What aborting a run would do.
 #[derive(Debug, Default)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Why the run cannot be aborted, if it cannot.
-    pub refused: Option<String>,
+    pub(crate) refused: Option<String>,
     /// Files at their final place: (table-relative path, journaled size, rows).
-    pub published: Vec<(String, u64, u64)>,
+    pub(crate) published: Vec<(String, u64, u64)>,
     /// Checkpoints whose staging (and snapshots) would be discarded.
-    pub checkpoints: u64,
-    pub contract: bool,
+    pub(crate) checkpoints: u64,
+    pub(crate) contract: bool,
     /// The contract as it was before the run evolved it, to put back.
-    pub contract_before: Option<String>,
+    pub(crate) contract_before: Option<String>,
 }
 
 impl Plan {
     /// The steps, for `--status`.
-    pub fn describe(&self) -> Vec<String> {
+    pub(crate) fn describe(&self) -> Vec<String> {
         if let Some(why) = &self.refused {
             return vec![format!("refuse: {why}")];
         }
@@ -94,7 +94,7 @@ impl Plan {
 
 /// What aborting `log` would do, read from the journal and the table without changing
 /// anything.
-pub fn plan(layout: &JobLayout, log: &RunLog) -> Result<Plan> {
+pub(crate) fn plan(layout: &JobLayout, log: &RunLog) -> Result<Plan> {
     let mut plan = Plan::default();
     if log.started.options.mode == Mode::OverwritePartitions
         && log.exchange.is_some()
@@ -148,7 +148,7 @@ fn contract_is_ours(layout: &JobLayout, log: &RunLog) -> Result<bool> {
 
 /// `--abort` without `--job`: the one interrupted job of the table; several are refused,
 /// named, since undoing is not something to do to jobs one did not name.
-pub fn abort_the_interrupted_job(common: &Common, messages: Messages) -> Result<Summary> {
+pub(crate) fn abort_the_interrupted_job(common: &Common, messages: Messages) -> Result<Summary> {
     let is_interrupted = |layout: &JobLayout| -> Result<bool> {
         Ok(journal::replay(&layout.journal())?
             .log
@@ -202,7 +202,7 @@ pub fn abort_the_interrupted_job(common: &Common, messages: Messages) -> Result<
 }
 
 /// Undoes the job's interrupted run (steps 1 to 7 above).
-pub fn abort(common: &Common, messages: Messages) -> Result<Summary> {
+pub(crate) fn abort(common: &Common, messages: Messages) -> Result<Summary> {
     let started = Instant::now();
     let layout = common.layout();
     let nothing = || {
@@ -233,7 +233,7 @@ pub fn abort(common: &Common, messages: Messages) -> Result<Summary> {
 
 /// Steps 2 to 7 for an interrupted run whose job lock the caller holds (`--recover`
 /// calls it for a run whose abort a crash cut short).
-pub fn undo(
+pub(crate) fn undo(
     layout: &JobLayout,
     log: &RunLog,
     valid_len: u64,
@@ -300,7 +300,7 @@ fn remove_published(layout: &JobLayout, log: &RunLog, messages: Messages) -> Res
 }
 
 /// Explains a stopped run: what is committed, and the command that finishes it.
-pub fn stopped(err: anyhow::Error, common: &Common, layout: &JobLayout) -> anyhow::Error {
+pub(crate) fn stopped(err: anyhow::Error, common: &Common, layout: &JobLayout) -> anyhow::Error {
     let committed = journal::replay(&layout.journal())
         .ok()
         .and_then(|r| r.log)

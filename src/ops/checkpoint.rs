@@ -70,7 +70,7 @@ struct Partial {
 }
 
 /// Turns acknowledgements into durable, committed checkpoints.
-pub struct Coordinator<'a> {
+pub(crate) struct Coordinator<'a> {
     journal: &'a mut Journal,
     layout: &'a JobLayout,
     columns: Vec<String>,
@@ -85,7 +85,7 @@ pub struct Coordinator<'a> {
 
 impl<'a> Coordinator<'a> {
     /// A coordinator expecting acks from a source, `stages` stages and `sinks` sinks.
-    pub fn new(
+    pub(crate) fn new(
         journal: &'a mut Journal,
         layout: &'a JobLayout,
         columns: Vec<String>,
@@ -108,17 +108,17 @@ impl<'a> Coordinator<'a> {
     }
 
     /// The last checkpoint this coordinator committed.
-    pub fn last_committed(&self) -> Option<u64> {
+    pub(crate) fn last_committed(&self) -> Option<u64> {
         self.last_committed
     }
 
     /// True once the final checkpoint is committed.
-    pub fn finished(&self) -> bool {
+    pub(crate) fn finished(&self) -> bool {
         self.finished
     }
 
     /// Records one ack; completes and commits the checkpoint when it was the last one.
-    pub fn on_ack(&mut self, ack: Ack) -> Result<()> {
+    pub(crate) fn on_ack(&mut self, ack: Ack) -> Result<()> {
         let n = match &ack {
             Ack::Source { checkpoint, .. }
             | Ack::Stage { checkpoint, .. }
@@ -196,7 +196,7 @@ fn complete_and_commit(
 /// Steps 3 and 4: publish a completed checkpoint (for a Delta table, and commit it to
 /// the table's log: `table/delta/mod.rs`) and journal it. Idempotent, so that recovery
 /// runs the very same code.
-pub fn commit(
+pub(crate) fn commit(
     journal: &mut Journal,
     layout: &JobLayout,
     checkpoint: &Checkpoint,

@@ -12,7 +12,7 @@ use crate::state::journal::{self, Journal};
 use crate::state::manifest::Manifest;
 
 /// Journals the end of the run, folds its inputs into the manifest, removes its state.
-pub fn finish(
+pub(crate) fn finish(
     layout: &JobLayout,
     journal: &mut Journal,
     manifest: &mut Manifest,
@@ -42,7 +42,11 @@ pub fn finish(
 /// inputs into the manifest, its new keys into the job's key files (`--dedupe-scope
 /// job`), then its snapshots and staging removed (the key files are folded from the
 /// snapshots, so they go last).
-pub fn fold_finished(layout: &JobLayout, manifest: &mut Manifest, log: &RunLog) -> Result<()> {
+pub(crate) fn fold_finished(
+    layout: &JobLayout,
+    manifest: &mut Manifest,
+    log: &RunLog,
+) -> Result<()> {
     manifest.fold(&layout.manifest(), log)?;
     crate::state::keystore::fold(&layout.dir, log)?;
     pending::remove_run(layout, &log.started.run_id)?;

@@ -33,11 +33,11 @@ use crate::source::{discover, read_header};
 use crate::stage::cast::Caster;
 
 /// Rows sampled from each input.
-pub const SAMPLE_ROWS: usize = 10_000;
+pub(crate) const SAMPLE_ROWS: usize = 10_000;
 
 /// The number of stages at the start of `stages` that only clean values (null markers
 /// and trimming): an inferred or declared cast goes after them.
-pub fn leading_cleaning(stages: &[StageSpec]) -> usize {
+pub(crate) fn leading_cleaning(stages: &[StageSpec]) -> usize {
     stages
         .iter()
         .take_while(|s| matches!(s, StageSpec::NullMarkers { .. } | StageSpec::Trim { .. }))
@@ -47,7 +47,7 @@ pub fn leading_cleaning(stages: &[StageSpec]) -> usize {
 /// The cast to the sampled types of `columns` over `inputs` (CSV), for the columns whose
 /// type is not `string`; `None` when every column stays text. An input that cannot be
 /// sampled (unreadable, undecodable) adds nothing: the load meets it, and says why.
-pub fn inferred_cast(
+pub(crate) fn inferred_cast(
     inputs: &[Fingerprint],
     columns: &[String],
     delimiter: u8,
@@ -73,7 +73,7 @@ pub fn inferred_cast(
 /// `--infer-schema`: the `[schema]` section, as TOML, that a load of `inputs` with these
 /// stages would infer. JSON lines inputs are typed by the load's own sample
 /// (`jsonl.rs`): numbers, booleans, and `json` for nested objects and arrays.
-pub fn schema_of(
+pub(crate) fn schema_of(
     inputs: &[std::path::PathBuf],
     delimiter: u8,
     stages: &[StageSpec],

@@ -19,21 +19,21 @@ use crate::state::journal::{self, Replay};
 use crate::state::manifest::Manifest;
 
 /// A job whose lock this process holds, with its state made durable and read.
-pub struct Job {
-    pub layout: JobLayout,
+pub(crate) struct Job {
+    pub(crate) layout: JobLayout,
     /// The job's lock, held while this is alive: bind it for as long as the command acts.
-    pub lock: File,
+    pub(crate) lock: File,
     /// When the lock was taken: a command's time and rate are its own, not the wait.
-    pub started: Instant,
-    pub manifest: Manifest,
-    pub replay: Replay,
+    pub(crate) started: Instant,
+    pub(crate) manifest: Manifest,
+    pub(crate) replay: Replay,
 }
 
 impl Job {
     /// Takes the job's lock (waiting up to `wait`), then settles and reads its manifest
     /// and journal. Both were written by a process that may have crashed before fsyncing
     /// them: they are made durable before a word of them is acted on (issue 12).
-    pub fn open(mut layout: JobLayout, wait: Option<Duration>) -> Result<Job> {
+    pub(crate) fn open(mut layout: JobLayout, wait: Option<Duration>) -> Result<Job> {
         let lock = lock_job(&mut layout, wait)?;
         let started = Instant::now();
         let manifest = Manifest::load_settled(&layout.manifest())?;
@@ -52,7 +52,7 @@ impl Job {
 /// with `LockHeld` (exit 75). For a table in a bucket, the local lock guards the working
 /// copy on this machine, and then the job's lease guards the job everywhere; with the
 /// lease held, the working copy is replaced by the bucket's state (`layout.remote`).
-pub fn lock_job(layout: &mut JobLayout, wait: Option<Duration>) -> Result<File> {
+pub(crate) fn lock_job(layout: &mut JobLayout, wait: Option<Duration>) -> Result<File> {
     let lock = lock_local(layout, wait)?;
     if let Some(url) = &layout.target {
         #[cfg(feature = "s3")]
@@ -102,7 +102,7 @@ fn lock_local(layout: &JobLayout, wait: Option<Duration>) -> Result<File> {
 }
 
 /// The error for a load that would start over an interrupted run.
-pub fn interrupted_error(common: &Common, log: &RunLog) -> anyhow::Error {
+pub(crate) fn interrupted_error(common: &Common, log: &RunLog) -> anyhow::Error {
     if log.aborting {
         return anyhow::anyhow!(
             "job {:?} has a run {} whose abort was cut short; finish it first with: {}",
@@ -124,17 +124,17 @@ pub fn interrupted_error(common: &Common, log: &RunLog) -> anyhow::Error {
 }
 
 /// The command line that finishes this job's interrupted run.
-pub fn recover_command(common: &Common) -> String {
+pub(crate) fn recover_command(common: &Common) -> String {
     recover_command_for(&common.layout().table_name(), &common.job)
 }
 
 /// The command line that finishes job `job`'s interrupted run in `table`.
-pub fn recover_command_for(table: &str, job: &str) -> String {
+pub(crate) fn recover_command_for(table: &str, job: &str) -> String {
     format!("ingest --target {table}{} --recover", job_flag(job))
 }
 
 /// The command line that undoes this job's interrupted run.
-pub fn abort_command(common: &Common) -> String {
+pub(crate) fn abort_command(common: &Common) -> String {
     format!(
         "ingest --target {}{} --abort",
         common.layout().table_name(),
@@ -152,7 +152,7 @@ fn job_flag(job: &str) -> String {
 
 /// A run that finished although a signal arrived still reports the signal (130/143), so
 /// a calling script stops too; the message says nothing is left to recover.
-pub fn after_signal(summary: Summary, common: &Common) -> Result<Summary> {
+pub(crate) fn after_signal(summary: Summary, common: &Common) -> Result<Summary> {
     match signals::requested() {
         None => Ok(summary),
         Some(signal) => {
@@ -171,12 +171,12 @@ pub fn after_signal(summary: Summary, common: &Common) -> Result<Summary> {
 
 /// True for an interrupted run that completed no checkpoint and is not being aborted:
 /// nothing of it was ever visible, so removing it needs nobody's word.
-pub fn nothing_committed(log: &RunLog) -> bool {
+pub(crate) fn nothing_committed(log: &RunLog) -> bool {
     !log.finished && !log.aborting && log.checkpoints.is_empty()
 }
 
 /// Who holds the job's lock, if anyone (a shared lock probe: it never waits).
-pub fn lock_holder(layout: &JobLayout) -> Option<String> {
+pub(crate) fn lock_holder(layout: &JobLayout) -> Option<String> {
     #[cfg(feature = "s3")]
     if let Some(remote) = &layout.remote {
         return remote.holder().ok().flatten();

@@ -2,17 +2,17 @@
 //! abort and status. The only layer that appends to the journal; it takes settings from
 //! the command line and drives the participants (`source`, `stage`, `sink`, `table`).
 
-pub mod abort;
-pub mod checkpoint;
-pub mod finish;
-pub mod infer;
-pub mod job;
-pub mod pipeline;
-pub mod plan;
-pub mod progress;
-pub mod quarantine;
-pub mod recover;
-pub mod report;
-pub mod run;
-pub mod settings;
-pub mod status;
+pub(crate) mod abort;
+pub(crate) mod checkpoint;
+pub(crate) mod finish;
+pub(crate) mod infer;
+pub(crate) mod job;
+pub(crate) mod pipeline;
+pub(crate) mod plan;
+pub(crate) mod progress;
+pub(crate) mod quarantine;
+pub(crate) mod recover;
+pub(crate) mod report;
+pub(crate) mod run;
+pub(crate) mod settings;
+pub(crate) mod status;

@@ -53,23 +53,23 @@ const TWO_THREAD_DEPTH: usize = 32;
 const OUTLET_DEPTH: usize = 4;
 
 /// What one execution of the pipeline starts from.
-pub struct Spec<'a> {
-    pub layout: &'a JobLayout,
-    pub run: &'a RunStarted,
-    pub columns: Vec<String>,
+pub(crate) struct Spec<'a> {
+    pub(crate) layout: &'a JobLayout,
+    pub(crate) run: &'a RunStarted,
+    pub(crate) columns: Vec<String>,
     /// The last completed checkpoint when resuming.
-    pub resume: Option<&'a Checkpoint>,
+    pub(crate) resume: Option<&'a Checkpoint>,
     /// Every stage snapshot of the completed checkpoints, in order.
-    pub snapshots: Vec<SnapshotRef>,
-    pub counters: Arc<Counters>,
+    pub(crate) snapshots: Vec<SnapshotRef>,
+    pub(crate) counters: Arc<Counters>,
     /// Bad rows allowed into the rejects (0: the first fails the run).
-    pub max_errors: u64,
+    pub(crate) max_errors: u64,
     /// Bad rows the completed checkpoints already sent to the rejects.
-    pub rejects_before: u64,
+    pub(crate) rejects_before: u64,
     /// Threads parsing at once (`--threads`).
-    pub threads: usize,
+    pub(crate) threads: usize,
     /// Inputs of the run set aside (`--on-bad-input quarantine`): never read.
-    pub skip: std::collections::BTreeSet<usize>,
+    pub(crate) skip: std::collections::BTreeSet<usize>,
 }
 
 /// A stage with the id its snapshots are filed under.
@@ -148,12 +148,12 @@ fn sink_for(spec: &Spec, schema: &Schema, first_checkpoint: u64) -> Result<Table
 
 /// How a load's `--threads` are spent beside the source's own thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Threads {
+pub(crate) struct Threads {
     /// Parse workers (`source/parallel.rs`); 0: the source thread parses.
-    pub workers: usize,
+    pub(crate) workers: usize,
     /// Sinks splitting the partitions (`sink/router.rs`), with a router in front when
     /// there are several.
-    pub sinks: usize,
+    pub(crate) sinks: usize,
 }
 
 impl Threads {
@@ -165,7 +165,7 @@ impl Threads {
     /// page-cache copy: 47-50% of a plain load's samples) about equals the parsing
     /// (40%): half the threads write, the rest parse (at least two workers, so chunks
     /// finish out of order even on one core; never more than the cores).
-    pub fn for_load(threads: usize) -> Threads {
+    pub(crate) fn for_load(threads: usize) -> Threads {
         if threads <= 2 {
             return Threads {
                 workers: 0,
@@ -182,7 +182,7 @@ impl Threads {
 
 /// Checks that the options fit the columns, before anything is journaled; returns the
 /// schema the sink would receive (the table contract's columns).
-pub fn validate(layout: &JobLayout, run: &RunStarted, columns: &[String]) -> Result<Schema> {
+pub(crate) fn validate(layout: &JobLayout, run: &RunStarted, columns: &[String]) -> Result<Schema> {
     let spec = Spec {
         layout,
         run,
@@ -201,7 +201,7 @@ pub fn validate(layout: &JobLayout, run: &RunStarted, columns: &[String]) -> Res
 }
 
 /// Runs the pipeline to the final checkpoint, committing each checkpoint as it completes.
-pub fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
+pub(crate) fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
     let run = spec.run;
     let (stages, schema) = build_stages(&spec)?;
     let store = SnapshotStore::new(&spec.layout.dir, &run.run_id);

@@ -16,14 +16,19 @@ use crate::core::counters::Counters;
 use crate::core::options::ProgressMode;
 
 /// A running progress display (or nothing, when it is off).
-pub struct Progress {
-    pub counters: Arc<Counters>,
+pub(crate) struct Progress {
+    pub(crate) counters: Arc<Counters>,
     ticker: Option<(ProgressBar, JoinHandle<()>)>,
 }
 
 impl Progress {
     /// Starts a display over `total_bytes` when `mode` and the terminal say so.
-    pub fn start(mode: ProgressMode, quiet: bool, total_bytes: u64, done_bytes: u64) -> Progress {
+    pub(crate) fn start(
+        mode: ProgressMode,
+        quiet: bool,
+        total_bytes: u64,
+        done_bytes: u64,
+    ) -> Progress {
         let counters = Arc::new(Counters::default());
         counters.bytes.store(done_bytes, Ordering::Relaxed);
         let show = !quiet
@@ -70,7 +75,7 @@ impl Progress {
     }
 
     /// Stops the display and clears it, so the summary line stands alone.
-    pub fn finish(self) {
+    pub(crate) fn finish(self) {
         self.counters.done.store(true, Ordering::Relaxed);
         if let Some((bar, handle)) = self.ticker {
             let _ = handle.join();

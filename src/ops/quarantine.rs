@@ -39,7 +39,7 @@ use crate::core::records::{Record, RunLog};
 use crate::state::journal::{self, Journal};
 
 /// Whether the run of `log` sets aside the input `err` belongs to, instead of failing.
-pub fn sets_aside(log: &RunLog, err: &anyhow::Error) -> bool {
+pub(crate) fn sets_aside(log: &RunLog, err: &anyhow::Error) -> bool {
     log.started.options.on_bad_input == OnBadInput::Quarantine
         && bad_input(err).is_some_and(|bad| !log.is_quarantined(bad.input))
 }
@@ -47,7 +47,7 @@ pub fn sets_aside(log: &RunLog, err: &anyhow::Error) -> bool {
 /// Journals that the input `err` belongs to is set aside, with the lines of it that
 /// completed checkpoints committed, and says so. The pipeline has stopped: the record
 /// goes after the last completed checkpoint, and the run resumes from there.
-pub fn set_aside(
+pub(crate) fn set_aside(
     journal: &mut Journal,
     layout: &JobLayout,
     err: &anyhow::Error,
@@ -94,7 +94,7 @@ pub fn set_aside(
 }
 
 /// The inputs a run set aside, as the summary lists them.
-pub fn of_run(log: &RunLog) -> Vec<Quarantined> {
+pub(crate) fn of_run(log: &RunLog) -> Vec<Quarantined> {
     log.quarantined
         .iter()
         .map(|q| Quarantined {

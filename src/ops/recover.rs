@@ -36,7 +36,7 @@ use crate::state::journal::{self, Journal};
 /// others are done the command exits 75, as `--recover` of that job would, so a script
 /// retries later. A job whose recovery fails does not stop the others; the first failure
 /// is the command's error, the rest are noted.
-pub fn recover_every_job(
+pub(crate) fn recover_every_job(
     common: &Common,
     max_errors: Option<u64>,
     messages: Messages,
@@ -102,7 +102,11 @@ pub fn recover_every_job(
 }
 
 /// Finishes the job's interrupted run; `max_errors` overrides the run's journaled limit.
-pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> Result<Summary> {
+pub(crate) fn recover(
+    common: &Common,
+    max_errors: Option<u64>,
+    messages: Messages,
+) -> Result<Summary> {
     let layout = common.layout();
     if layout.target.is_none() && !layout.dir.exists() {
         return Ok(Summary::nothing(
@@ -165,7 +169,7 @@ pub fn recover(common: &Common, max_errors: Option<u64>, messages: Messages) -> 
 /// once per input. `recovering` says a recovery is resuming another process's run (and
 /// says so); otherwise a load goes on after setting an input aside. Returns the rows
 /// this process read.
-pub fn run_to_end(
+pub(crate) fn run_to_end(
     layout: &JobLayout,
     journal: &mut Journal,
     common: &Common,

@@ -11,57 +11,62 @@ use crate::core::records::RunLog;
 
 /// What a command did; `--json` prints it as one object.
 #[derive(Debug, Default, Serialize)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// `loaded`, `nothing-to-load`, `recovered`, `nothing-to-recover`, `aborted`,
     /// `nothing-to-abort` or `dry-run`.
-    pub outcome: &'static str,
-    pub job: String,
-    pub run_id: Option<String>,
-    pub inputs_loaded: u64,
-    pub inputs_skipped: u64,
+    pub(crate) outcome: &'static str,
+    pub(crate) job: String,
+    pub(crate) run_id: Option<String>,
+    pub(crate) inputs_loaded: u64,
+    pub(crate) inputs_skipped: u64,
     /// Inputs loaded before whose content changed (reported by `--dry-run`).
-    pub inputs_changed: u64,
+    pub(crate) inputs_changed: u64,
     /// Inputs modified within `--min-age`, left for a later run.
-    pub inputs_waiting: u64,
+    pub(crate) inputs_waiting: u64,
     /// Inputs set aside by earlier runs and unchanged since: skipped.
-    pub inputs_in_quarantine: u64,
+    pub(crate) inputs_in_quarantine: u64,
     /// Inputs this run set aside (`--on-bad-input quarantine`); the exit code is 3.
-    pub quarantined: Vec<crate::core::bad_input::Quarantined>,
-    pub rows_read: u64,
-    pub rows_written: u64,
+    pub(crate) quarantined: Vec<crate::core::bad_input::Quarantined>,
+    pub(crate) rows_read: u64,
+    pub(crate) rows_written: u64,
     /// Rows a filter or dedupe dropped.
-    pub rows_dropped: u64,
+    pub(crate) rows_dropped: u64,
     /// Bad rows set aside in the rejects (with --max-errors).
-    pub rows_rejected: u64,
-    pub files_written: u64,
-    pub partitions: u64,
-    pub checkpoints: u64,
-    pub bytes_written: u64,
-    pub elapsed_seconds: f64,
+    pub(crate) rows_rejected: u64,
+    pub(crate) files_written: u64,
+    pub(crate) partitions: u64,
+    pub(crate) checkpoints: u64,
+    pub(crate) bytes_written: u64,
+    pub(crate) elapsed_seconds: f64,
     /// Rows this process read per second (a recovery counts only what it read itself).
-    pub rows_per_second: f64,
+    pub(crate) rows_per_second: f64,
     /// `--dry-run`: every input offered, with its verdict.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub inputs: Option<Vec<InputVerdict>>,
+    pub(crate) inputs: Option<Vec<InputVerdict>>,
 }
 
 /// What a load would do with one input (`--dry-run --json`).
 #[derive(Debug, Clone, Serialize)]
-pub struct InputVerdict {
-    pub path: String,
-    pub size: u64,
+pub(crate) struct InputVerdict {
+    pub(crate) path: String,
+    pub(crate) size: u64,
     /// `new`, `loaded`, `changed` (loaded before, with other content: refused), `copy`
     /// (the content of a loaded input, or of another input of this load: refused) or
     /// `waiting` (modified within `--min-age`: left for a later run).
-    pub verdict: &'static str,
+    pub(crate) verdict: &'static str,
     /// The run that loaded it, for `loaded` and `changed`.
-    pub loaded_by: Option<String>,
+    pub(crate) loaded_by: Option<String>,
 }
 
 impl Summary {
     /// The figures of a run as its journal records them (a recovered run counts the work
     /// before the crash too).
-    pub fn from_log(outcome: &'static str, job: &str, log: &RunLog, elapsed: Duration) -> Summary {
+    pub(crate) fn from_log(
+        outcome: &'static str,
+        job: &str,
+        log: &RunLog,
+        elapsed: Duration,
+    ) -> Summary {
         let mut summary = Summary {
             outcome,
             job: job.to_string(),
@@ -117,7 +122,12 @@ impl Summary {
     }
 
     /// A summary for a command that found nothing to do.
-    pub fn nothing(outcome: &'static str, job: &str, skipped: u64, elapsed: Duration) -> Summary {
+    pub(crate) fn nothing(
+        outcome: &'static str,
+        job: &str,
+        skipped: u64,
+        elapsed: Duration,
+    ) -> Summary {
         Summary {
             outcome,
             job: job.to_string(),
@@ -128,13 +138,13 @@ impl Summary {
     }
 
     /// Sets the rate from the rows this process read.
-    pub fn with_rate(mut self, rows_here: u64) -> Summary {
+    pub(crate) fn with_rate(mut self, rows_here: u64) -> Summary {
         self.rows_per_second = rows_here as f64 / self.elapsed_seconds.max(1e-9);
         self
     }
 
     /// The one-line human summary.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         match self.outcome {
             "nothing-to-load" => format!(
                 "nothing to load: {} input(s) already loaded{}",

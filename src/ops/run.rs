@@ -66,7 +66,7 @@ fn check_space(common: &Common, inputs: &[Fingerprint]) -> Result<()> {
 }
 
 /// Loads the configured inputs.
-pub fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
+pub(crate) fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     if cfg.dry_run {
         return dry_run(cfg, messages);
     }

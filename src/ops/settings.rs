@@ -10,7 +10,7 @@ use crate::core::spec::StageSpec;
 
 /// What the command line asks for.
 #[derive(Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Print the fault-injection points.
     ListFailPoints,
     /// Print a shell completion script.
@@ -36,50 +36,50 @@ pub enum Command {
 
 /// Settings shared by every command that touches a table.
 #[derive(Debug, Clone)]
-pub struct Common {
+pub(crate) struct Common {
     /// The table's directory; for a table in a bucket, its local working copy.
-    pub table: PathBuf,
+    pub(crate) table: PathBuf,
     /// A table in a bucket: its URL (`s3://BUCKET/PREFIX`).
-    pub remote: Option<crate::core::url::ObjectUrl>,
-    pub job: String,
-    pub quiet: bool,
-    pub json: bool,
-    pub progress: ProgressMode,
+    pub(crate) remote: Option<crate::core::url::ObjectUrl>,
+    pub(crate) job: String,
+    pub(crate) quiet: bool,
+    pub(crate) json: bool,
+    pub(crate) progress: ProgressMode,
     /// How long to wait for the job's lock; `None` fails at once (exit 75).
-    pub lock_wait: Option<Duration>,
+    pub(crate) lock_wait: Option<Duration>,
     /// Threads parsing inputs at once (`--threads`).
-    pub threads: usize,
+    pub(crate) threads: usize,
 }
 
 /// The cores this process may run on (its CPU affinity, as `taskset` sets it).
-pub fn default_threads() -> usize {
+pub(crate) fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 /// A load: where, what, and how.
 #[derive(Debug)]
-pub struct LoadConfig {
-    pub common: Common,
-    pub inputs: Vec<PathBuf>,
-    pub reload: bool,
-    pub dry_run: bool,
+pub(crate) struct LoadConfig {
+    pub(crate) common: Common,
+    pub(crate) inputs: Vec<PathBuf>,
+    pub(crate) reload: bool,
+    pub(crate) dry_run: bool,
     /// `--shard`: only this share of the inputs.
-    pub shard: Option<crate::core::shard::Shard>,
+    pub(crate) shard: Option<crate::core::shard::Shard>,
     /// `--include` / `--exclude`: which files below a directory or prefix are inputs.
-    pub select: crate::source::select::Selection,
+    pub(crate) select: crate::source::select::Selection,
     /// `--min-age`: an input modified more recently waits for a later run.
-    pub min_age: Option<Duration>,
+    pub(crate) min_age: Option<Duration>,
     /// How this load may change the table's contract.
-    pub evolve: crate::core::options::Evolve,
+    pub(crate) evolve: crate::core::options::Evolve,
     /// A first load into a typed table infers its CSV columns' types (`infer.rs`);
     /// `--no-infer` keeps them text.
-    pub infer: bool,
-    pub options: RunOptions,
+    pub(crate) infer: bool,
+    pub(crate) options: RunOptions,
 }
 
 impl Command {
     /// The table and job the command acts on, if it acts on one.
-    pub fn common(&self) -> Option<&Common> {
+    pub(crate) fn common(&self) -> Option<&Common> {
         match self {
             Command::Load(cfg) => Some(&cfg.common),
             Command::Recover(common, ..)
@@ -92,7 +92,7 @@ impl Command {
 
 impl Common {
     /// The layout of the command's job in its table, local or in a bucket.
-    pub fn layout(&self) -> JobLayout {
+    pub(crate) fn layout(&self) -> JobLayout {
         JobLayout {
             target: self.remote.clone(),
             ..JobLayout::new(&self.table, &self.job)

@@ -15,36 +15,36 @@ use crate::state::manifest::Manifest;
 
 /// One job's state.
 #[derive(Debug, Serialize)]
-pub struct JobStatus {
-    pub job: String,
+pub(crate) struct JobStatus {
+    pub(crate) job: String,
     /// `running`, `interrupted`, `finished` or `never-run`.
-    pub state: &'static str,
+    pub(crate) state: &'static str,
     /// Who holds the job's lock, if anyone.
-    pub locked_by: Option<String>,
-    pub run_id: Option<String>,
-    pub started_at: Option<String>,
-    pub checkpoints_completed: u64,
-    pub checkpoints_committed: u64,
+    pub(crate) locked_by: Option<String>,
+    pub(crate) run_id: Option<String>,
+    pub(crate) started_at: Option<String>,
+    pub(crate) checkpoints_completed: u64,
+    pub(crate) checkpoints_committed: u64,
     /// Rows of the completed checkpoints (decided: published, or published by recovery).
-    pub rows_completed: u64,
+    pub(crate) rows_completed: u64,
     /// Rows of the checkpoints already published.
-    pub rows_committed: u64,
-    pub run_inputs: u64,
-    pub run_inputs_done: u64,
-    pub inputs_loaded: u64,
+    pub(crate) rows_committed: u64,
+    pub(crate) run_inputs: u64,
+    pub(crate) run_inputs_done: u64,
+    pub(crate) inputs_loaded: u64,
     /// What `--recover` would do, step by step; empty when there is nothing to recover.
-    pub recover_would: Vec<String>,
+    pub(crate) recover_would: Vec<String>,
     /// What `--abort` would do (the files it would remove, each named); empty when there
     /// is nothing to abort.
-    pub abort_would: Vec<String>,
+    pub(crate) abort_would: Vec<String>,
     /// A Delta table: its log's current version.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub delta_version: Option<u64>,
+    pub(crate) delta_version: Option<u64>,
     /// A Delta table: the job's last transaction version in it (app id `ingest:JOB`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub delta_txn_version: Option<i64>,
+    pub(crate) delta_txn_version: Option<i64>,
     /// Inputs set aside (`--on-bad-input quarantine`) and not loaded since, with why.
-    pub quarantined: Vec<crate::core::bad_input::Quarantined>,
+    pub(crate) quarantined: Vec<crate::core::bad_input::Quarantined>,
 }
 
 fn job_status(layout: &JobLayout) -> Result<JobStatus> {
@@ -200,7 +200,7 @@ fn recovery_plan(log: &RunLog, torn: u64) -> Vec<String> {
 ///
 /// A path that holds no table is an error (exit 1), not an empty listing: a typo in a
 /// script's path must not read as "all is well".
-pub fn print(common: &Common, job: Option<&str>) -> Result<()> {
+pub(crate) fn print(common: &Common, job: Option<&str>) -> Result<()> {
     #[cfg(feature = "s3")]
     if let Some(url) = &common.remote {
         return print_remote(common, url, job);

@@ -15,13 +15,14 @@ pub(super) enum JsonKind {
 
 /// The columns a staged file holds and how to spell them.
 #[derive(Debug, Clone)]
-pub struct FileColumns {
+pub(crate) struct FileColumns {
     /// Column indices of the batch, in file order.
-    pub cols: Vec<usize>,
+    pub(crate) cols: Vec<usize>,
     /// CSV header cells (and Parquet field names).
-    pub header: Vec<String>,
+    pub(crate) header: Vec<String>,
     /// Column types (Parquet's typed columns; JSON's numbers and booleans).
-    pub types: Vec<ColumnType>,
+    #[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+    pub(crate) types: Vec<ColumnType>,
     /// `"name":` per column, JSON-escaped once.
     pub(super) json_keys: Vec<Vec<u8>>,
     pub(super) json_kinds: Vec<JsonKind>,
@@ -30,7 +31,7 @@ pub struct FileColumns {
 impl FileColumns {
     /// About the bytes row `row` takes in a file of `format`: fields, delimiters and the
     /// line end; a JSON line adds its keys, quotes and braces.
-    pub fn row_bytes(&self, batch: &RecordBatch, row: usize, format: Format) -> u64 {
+    pub(crate) fn row_bytes(&self, batch: &RecordBatch, row: usize, format: Format) -> u64 {
         let mut bytes = 0;
         for &col in &self.cols {
             let field = batch.field(row, col);
@@ -54,7 +55,7 @@ impl FileColumns {
     }
 
     /// A layout for columns `cols` with these names and types.
-    pub fn new(cols: Vec<usize>, names: Vec<String>, types: &[ColumnType]) -> FileColumns {
+    pub(crate) fn new(cols: Vec<usize>, names: Vec<String>, types: &[ColumnType]) -> FileColumns {
         let json_keys = names
             .iter()
             .map(|n| {

@@ -14,7 +14,7 @@ use crate::core::records::Checkpoint;
 /// replaces a file: a different file at a destination is an error, not a clobber. In
 /// overwrite mode only the rejects are published: the data files wait in staging for
 /// the exchange that replaces whole partitions at the end of the run (`overwrite.rs`).
-pub fn publish(layout: &JobLayout, checkpoint: &Checkpoint, mode: Mode) -> Result<()> {
+pub(crate) fn publish(layout: &JobLayout, checkpoint: &Checkpoint, mode: Mode) -> Result<()> {
     let files: Vec<_> = checkpoint
         .files
         .iter()

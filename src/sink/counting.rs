@@ -23,7 +23,7 @@ const PAGE: u64 = 4096;
 /// The file under the encoder, counting the bytes that reach it (for
 /// `--target-file-size`, which therefore counts compressed bytes), and writing them
 /// behind as they come.
-pub struct CountingFile {
+pub(crate) struct CountingFile {
     file: File,
     written: u64,
     /// Where the file ended when opened (a reopened file is appended to).
@@ -34,7 +34,7 @@ pub struct CountingFile {
 
 impl CountingFile {
     /// Counts what is written to `file`.
-    pub fn new(file: File) -> CountingFile {
+    pub(crate) fn new(file: File) -> CountingFile {
         // Only where writeback starts depends on it: 0 if unknown.
         let base = file.metadata().map_or(0, |m| m.len());
         CountingFile {
@@ -46,12 +46,12 @@ impl CountingFile {
     }
 
     /// Bytes written so far.
-    pub fn written(&self) -> u64 {
+    pub(crate) fn written(&self) -> u64 {
         self.written
     }
 
     /// The file.
-    pub fn into_file(self) -> File {
+    pub(crate) fn into_file(self) -> File {
         self.file
     }
 }

@@ -26,7 +26,7 @@ use super::counting::CountingFile;
 /// whose values never need quotes (a cast's canonical numbers or dates) is copied as
 /// it is. Found once per batch.
 #[derive(Debug, Default)]
-pub struct Runs {
+pub(crate) struct Runs {
     pieces: Vec<Piece>,
     /// False when the record has one field (an empty one must be quoted). A batch
     /// of more than 64 stored fields has no quoting masks at all.
@@ -43,7 +43,7 @@ enum Piece {
 
 impl Runs {
     /// The pieces of `layout`'s columns in `batch`.
-    pub fn find(&mut self, layout: &FileColumns, batch: &RecordBatch) {
+    pub(crate) fn find(&mut self, layout: &FileColumns, batch: &RecordBatch) {
         self.pieces.clear();
         self.masked = layout.cols.len() > 1;
         for &col in &layout.cols {
@@ -81,7 +81,7 @@ fn zstd_encoder(
 
 /// The byte stream of a staged file: plain or compressed. Reopening a closed file for
 /// appending starts a new gzip member or zstd frame; readers decode concatenations.
-pub enum Out {
+pub(crate) enum Out {
     Plain(CountingFile),
     Gzip(flate2::write::GzEncoder<CountingFile>),
     Zstd(zstd::stream::write::Encoder<'static, CountingFile>),
@@ -138,7 +138,7 @@ impl Write for Out {
 }
 
 /// A staged file's encoder.
-pub enum Encoder {
+pub(crate) enum Encoder {
     /// Boxed: the CSV writer's state is ten times the size of a `BufWriter`.
     Csv(Box<CsvOut>),
     /// Boxed too: with the compression crates' features that delta-rs turns on, an
@@ -150,7 +150,7 @@ pub enum Encoder {
 
 impl Encoder {
     /// An encoder writing `format` to `file` with a `buffer`-byte write buffer.
-    pub fn new(
+    pub(crate) fn new(
         format: Format,
         compression: Compression,
         file: File,
@@ -172,7 +172,7 @@ impl Encoder {
     /// A Parquet file with the layout's columns, created at `path` when first needed;
     /// `ordinal`: its place among its checkpoint's parts.
     #[cfg(feature = "parquet")]
-    pub fn parquet(
+    pub(crate) fn parquet(
         path: std::path::PathBuf,
         layout: &FileColumns,
         compression: Compression,
@@ -186,7 +186,7 @@ impl Encoder {
 
     /// True when the encoder holds a file descriptor only part of the time and needs no
     /// place under the open-file cap (Parquet: see `ParquetPart`).
-    pub fn opens_lazily(&self) -> bool {
+    pub(crate) fn opens_lazily(&self) -> bool {
         #[cfg(feature = "parquet")]
         if let Encoder::Parquet(_) = self {
             return true;
@@ -195,7 +195,7 @@ impl Encoder {
     }
 
     /// Bytes that reached the file so far (the encoder's own buffer not counted).
-    pub fn written(&self) -> u64 {
+    pub(crate) fn written(&self) -> u64 {
         match self {
             Encoder::Csv(w) => w.out.written(),
             Encoder::Json(w) => w.get_ref().written(),
@@ -205,7 +205,7 @@ impl Encoder {
     }
 
     /// Writes what a new file starts with (the CSV header; nothing for JSON lines).
-    pub fn start<H: AsRef<[u8]>>(&mut self, header: &[H]) -> Result<()> {
+    pub(crate) fn start<H: AsRef<[u8]>>(&mut self, header: &[H]) -> Result<()> {
         if let Encoder::Csv(w) = self {
             w.push_record(header.iter().map(AsRef::as_ref))?;
         }
@@ -214,7 +214,7 @@ impl Encoder {
 
     /// Writes rows `rows` of `batch`, in that order; `runs` are the layout's columns in
     /// `batch` (see [`Runs`]). Hot path: no allocation per row.
-    pub fn write_rows(
+    pub(crate) fn write_rows(
         &mut self,
         layout: &FileColumns,
         batch: &RecordBatch,
@@ -242,7 +242,7 @@ impl Encoder {
     /// Writes rows already encoded by [`push_row`] (a closed file's rows kept in memory,
     /// see `transaction.rs`) after whatever the buffer holds, in one write: they fill a
     /// write buffer on their own.
-    pub fn write_encoded(&mut self, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn write_encoded(&mut self, bytes: &[u8]) -> Result<()> {
         match self {
             Encoder::Csv(w) => {
                 if !w.buf.is_empty() {
@@ -260,7 +260,7 @@ impl Encoder {
     }
 
     /// Writes a record of raw cells (for rejects files, which are always CSV).
-    pub fn write_cells(&mut self, cells: &[&[u8]]) -> Result<()> {
+    pub(crate) fn write_cells(&mut self, cells: &[&[u8]]) -> Result<()> {
         match self {
             Encoder::Csv(w) => w.push_record(cells.iter().copied())?,
             _ => anyhow::bail!("rejects files are CSV"),
@@ -269,14 +269,14 @@ impl Encoder {
     }
 
     /// Flushes, ends the compressed stream, and closes the file.
-    pub fn close(self) -> Result<()> {
+    pub(crate) fn close(self) -> Result<()> {
         self.finish()?.wait().map(drop)
     }
 
     /// Starts finishing the file: flushed and closed at once for CSV and JSON lines; a
     /// Parquet part's encoder thread goes on writing its last row group and footer, and
     /// [`Finished::wait`] collects the file.
-    pub fn finish(self) -> Result<Finished> {
+    pub(crate) fn finish(self) -> Result<Finished> {
         let out = match self {
             Encoder::Csv(w) => {
                 let CsvOut { mut out, buf, .. } = *w;
@@ -314,7 +314,7 @@ fn needs_quotes(bytes: &[u8]) -> bool {
 /// layout's columns in `batch` (see [`Runs`]). Nulls are written as empty fields: CSV
 /// has no other spelling for them. Hot path: no allocation.
 #[inline]
-pub fn push_csv_row(
+pub(crate) fn push_csv_row(
     buf: &mut Vec<u8>,
     layout: &FileColumns,
     batch: &RecordBatch,
@@ -394,7 +394,7 @@ fn push_quoted(buf: &mut Vec<u8>, field: &[u8]) {
 
 /// A CSV file being written: rows are assembled in `buf`, which goes to the file once
 /// it holds `capacity` bytes.
-pub struct CsvOut {
+pub(crate) struct CsvOut {
     out: Out,
     buf: Vec<u8>,
     capacity: usize,
@@ -426,7 +426,7 @@ impl CsvOut {
 
 /// Appends row `row` of `batch` to `buf` as a line of `format` (CSV or JSON lines: the
 /// text formats, whose rows a closed file can keep in memory; see `transaction.rs`).
-pub fn push_row(
+pub(crate) fn push_row(
     format: Format,
     buf: &mut Vec<u8>,
     layout: &FileColumns,
@@ -471,7 +471,7 @@ fn write_json_row(
 
 /// A staged file whose writing is done or finishing.
 #[derive(Debug)]
-pub enum Finished {
+pub(crate) enum Finished {
     File(File),
     #[cfg(feature = "parquet")]
     Parquet(super::parquet::Tail),
@@ -480,7 +480,7 @@ pub enum Finished {
 impl Finished {
     /// The complete file, still open (CSV, JSON lines), or `None` once a Parquet part's
     /// encoder has written the footer and closed it.
-    pub fn wait(self) -> Result<Option<File>> {
+    pub(crate) fn wait(self) -> Result<Option<File>> {
         match self {
             Finished::File(file) => Ok(Some(file)),
             #[cfg(feature = "parquet")]

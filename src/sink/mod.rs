@@ -15,27 +15,27 @@
 //! The four primitives (stage, make durable, publish, discard) are the seam where an
 //! object-store implementation would plug in multipart uploads.
 
-pub mod columns;
+pub(crate) mod columns;
 mod commit;
 mod counting;
-pub mod encode;
-pub mod overwrite;
+pub(crate) mod encode;
+pub(crate) mod overwrite;
 #[cfg(feature = "parquet")]
-pub mod parquet;
+pub(crate) mod parquet;
 #[cfg(feature = "parquet")]
 mod parquet_file;
-pub mod partition;
-pub mod pending;
+pub(crate) mod partition;
+pub(crate) mod pending;
 mod route;
-pub mod router;
+pub(crate) mod router;
 #[cfg(feature = "parquet")]
 mod string_stats;
 #[cfg(feature = "parquet")]
 mod strings;
 mod transaction;
-pub mod window;
+pub(crate) mod window;
 
-pub use commit::publish;
+pub(crate) use commit::publish;
 use transaction::{PartFile, Transaction};
 
 use std::path::PathBuf;
@@ -57,29 +57,29 @@ use encode::{Encoder, Finished};
 use router::{Routed, Router, Work};
 
 /// Suffix of staged files: matches no reader's glob for a committed extension.
-pub const STAGED_SUFFIX: &str = ".inprogress";
+pub(crate) const STAGED_SUFFIX: &str = ".inprogress";
 
 /// How data files are written.
 #[derive(Debug, Clone, Copy)]
-pub struct Output {
-    pub format: Format,
-    pub compression: Compression,
+pub(crate) struct Output {
+    pub(crate) format: Format,
+    pub(crate) compression: Compression,
     /// Start a new part file once one reaches this many bytes on disk.
-    pub target_file_size: Option<u64>,
+    pub(crate) target_file_size: Option<u64>,
 }
 
 /// Where bad rows go, and how many may.
 #[derive(Debug, Clone, Default)]
-pub struct Rejects {
+pub(crate) struct Rejects {
     /// Input paths, by input index, for the rejects file and messages.
-    pub inputs: Vec<String>,
+    pub(crate) inputs: Vec<String>,
     /// Bad rows allowed in the whole run; 0 fails the run at the first.
-    pub max: u64,
+    pub(crate) max: u64,
     /// Bad rows already committed by earlier checkpoints of the run.
-    pub before: u64,
+    pub(crate) before: u64,
     /// `--on-bad-input quarantine`: the limit holds per input, and an input past it is
     /// the input's failure ([`crate::core::error::BadInput`]), not the run's.
-    pub per_input: bool,
+    pub(crate) per_input: bool,
 }
 
 /// The rejects file's columns.
@@ -87,14 +87,14 @@ const REJECTS_HEADER: [&str; 4] = ["source_file", "line", "reason", "record"];
 
 /// One sink among the `count` that split a load's partitions (see `router.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SinkShare {
-    pub index: usize,
-    pub count: usize,
+pub(crate) struct SinkShare {
+    pub(crate) index: usize,
+    pub(crate) count: usize,
 }
 
 impl SinkShare {
     /// The only sink.
-    pub const ONE: SinkShare = SinkShare { index: 0, count: 1 };
+    pub(crate) const ONE: SinkShare = SinkShare { index: 0, count: 1 };
 
     /// The first sink also writes the rejects and reaches the stage-snapshot fail
     /// points of a load without stages.
@@ -110,7 +110,7 @@ fn open_cap(output: Output, shard: SinkShare) -> usize {
 }
 
 /// Writes records into per-checkpoint transactions of part files.
-pub struct TableSink {
+pub(crate) struct TableSink {
     layout: JobLayout,
     run_id: String,
     partition_cols: Vec<(usize, String)>,
@@ -131,7 +131,7 @@ pub struct TableSink {
 
 impl TableSink {
     /// A sink for `schema`, partitioned by `partition_by`, starting at `first_checkpoint`.
-    pub fn new(
+    pub(crate) fn new(
         layout: &JobLayout,
         run_id: &str,
         schema: &Schema,
@@ -194,14 +194,14 @@ impl TableSink {
 
     /// This sink as sink `shard.index` of `shard.count`: it writes only the rows the
     /// router gives it, and its part files' sequence numbers are its own.
-    pub fn into_shard(self, shard: SinkShare) -> TableSink {
+    pub(crate) fn into_shard(self, shard: SinkShare) -> TableSink {
         let max_open = open_cap(self.output, shard);
         let txn = Transaction::new(&self.layout, &self.run_id, self.txn.checkpoint, max_open);
         TableSink { shard, txn, ..self }
     }
 
     /// A router for this sink's partition columns, feeding `sinks` sinks.
-    pub fn router(&self, sinks: usize) -> Router {
+    pub(crate) fn router(&self, sinks: usize) -> Router {
         Router::new(self.partition_cols.iter().map(|&(c, _)| c).collect(), sinks)
     }
 
@@ -215,7 +215,7 @@ impl TableSink {
     /// order. Parquet rows are routed first and then written part by part, a column at
     /// a time (see `route.rs`): measured on the 1 GB benchmark, 6.5 s → 5.8 s for
     /// Parquet, while CSV lost 5-10% to reading the batch once per part.
-    pub fn write(&mut self, routed: &Routed) -> Result<()> {
+    pub(crate) fn write(&mut self, routed: &Routed) -> Result<()> {
         let batch = &routed.batch;
         if !batch.rejects.is_empty() && self.shard.is_first() {
             self.write_rejects(batch)?;
@@ -508,7 +508,7 @@ impl TableSink {
     /// over, and starts the next transaction at once. The coordinator runs the second
     /// half ([`PreCommitted::make_durable`]) while this thread writes the next checkpoint,
     /// so the fsyncs overlap with parsing instead of stalling it.
-    pub fn pre_commit(&mut self, barrier: Barrier) -> Result<PreCommitted> {
+    pub(crate) fn pre_commit(&mut self, barrier: Barrier) -> Result<PreCommitted> {
         failpoint::hit("sink.precommit.before");
         let next = Transaction::new(
             &self.layout,
@@ -566,7 +566,7 @@ impl TableSink {
 
     /// abort: discards the open transaction (its checkpoint will never complete): this
     /// sink's staged files, then the staging area once no other sink's are left in it.
-    pub fn abort(self) -> Result<()> {
+    pub(crate) fn abort(self) -> Result<()> {
         let Transaction { dir, parts, .. } = self.txn;
         let staged: Vec<PathBuf> = parts.into_iter().map(|p| p.staged).collect();
         // Closes every writer (a Parquet part's encoder thread ends) before removing.
@@ -579,7 +579,7 @@ impl TableSink {
 
 /// A transaction whose files are flushed but not yet durable.
 #[derive(Debug)]
-pub struct PreCommitted {
+pub(crate) struct PreCommitted {
     /// Where the files go: once durable here, [`TableStore::stage`] makes them durable
     /// there (for a table in a bucket: uploads).
     store: std::sync::Arc<dyn TableStore>,
@@ -664,7 +664,7 @@ impl Flushed for PreCommitted {
 /// here (by the first sink), where the (empty) stage state of each checkpoint is
 /// complete; crash tests can then use every point on every pipeline. `permits`: each
 /// preCommit waits for one, so that few checkpoints' files stay open (`window.rs`).
-pub fn run(
+pub(crate) fn run(
     mut sink: TableSink,
     input: impl IntoIterator<Item = Work>,
     returns: Returns,
@@ -716,7 +716,7 @@ pub fn run(
 /// Sends each routed message to every sink: the router's thread when several sinks
 /// share the partitions. Stops when the input ends or a sink has stopped (it reports
 /// why).
-pub fn route(
+pub(crate) fn route(
     mut router: Router,
     input: Receiver<crate::core::batch::Msg>,
     sinks: Vec<std::sync::mpsc::SyncSender<Work>>,
@@ -737,7 +737,7 @@ pub fn route(
 
 /// Several sinks' preCommits of one checkpoint, made durable and journaled as one.
 #[derive(Debug)]
-pub struct Shards(pub Vec<Box<dyn Flushed>>);
+pub(crate) struct Shards(pub(crate) Vec<Box<dyn Flushed>>);
 
 impl Flushed for Shards {
     fn rows(&self) -> u64 {

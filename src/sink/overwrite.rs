@@ -28,7 +28,7 @@ use crate::core::sys::failpoint;
 use crate::core::sys::fsutil;
 
 /// Steps 1 to 4 for a run whose last checkpoint is committed.
-pub fn replace_partitions(
+pub(crate) fn replace_partitions(
     layout: &JobLayout,
     log: &RunLog,
     journal: &mut dyn FnMut(&Record) -> Result<()>,
@@ -152,7 +152,7 @@ fn swap_in(table: &Path, live: &Path, shadow: &Path, new_inode: u64) -> Result<(
 
 /// Fails early, before anything is loaded, on a filesystem that cannot exchange two
 /// directories atomically (overwrite mode would otherwise fail only at the very end).
-pub fn check_supported(layout: &JobLayout) -> Result<()> {
+pub(crate) fn check_supported(layout: &JobLayout) -> Result<()> {
     let a = layout.dir.join("exchange-probe-a");
     let b = layout.dir.join("exchange-probe-b");
     for dir in [&a, &b] {

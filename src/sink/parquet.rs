@@ -243,7 +243,7 @@ impl Builder {
 /// needs it: a checkpoint over 10,000 partitions with a few rows each holds their rows
 /// in builders, not in 10,000 open files, and still ends with one file per partition.
 /// Files open at once are at most the checkpoint's rows / `ARROW_BATCH_ROWS`.
-pub struct ParquetPart {
+pub(crate) struct ParquetPart {
     schema: Arc<ArrowSchema>,
     builders: Vec<Builder>,
     path: PathBuf,
@@ -468,7 +468,7 @@ fn encode(jobs: std::sync::mpsc::Receiver<Job>) {
 impl ParquetPart {
     /// A Parquet part with the layout's columns, to be written at `path` (created when
     /// its first batch is ready); `ordinal` is its place among its checkpoint's parts.
-    pub fn new(
+    pub(crate) fn new(
         path: PathBuf,
         layout: &FileColumns,
         compression: Compression,
@@ -556,7 +556,7 @@ impl ParquetPart {
     /// Appends rows `rows` of `batch`, a column at a time (one builder stays hot in the
     /// cache while it takes the rows), handing a batch to the encoder whenever the
     /// builders hold `ARROW_BATCH_ROWS` rows.
-    pub fn write_rows(
+    pub(crate) fn write_rows(
         &mut self,
         layout: &FileColumns,
         batch: &RecordBatch,
@@ -628,13 +628,13 @@ impl ParquetPart {
     }
 
     /// Bytes that reached the file (as of the encoder's last batch).
-    pub fn written(&self) -> u64 {
+    pub(crate) fn written(&self) -> u64 {
         self.written.load(Ordering::Relaxed)
     }
 
     /// Hands the last rows to the encoder, which writes the footer while the sink goes
     /// on with the next checkpoint; [`Tail::wait`] collects the complete file.
-    pub fn finish(mut self) -> Result<Tail> {
+    pub(crate) fn finish(mut self) -> Result<Tail> {
         self.flush_builders()?;
         let (done, file) = sync_channel(1);
         self.finished = true;
@@ -658,13 +658,13 @@ impl Drop for ParquetPart {
 
 /// A Parquet part whose encoder is writing its last row group and footer.
 #[derive(Debug)]
-pub struct Tail {
+pub(crate) struct Tail {
     file: std::sync::mpsc::Receiver<Result<()>>,
 }
 
 impl Tail {
     /// Waits for the encoder; the file is then complete and closed.
-    pub fn wait(self) -> Result<()> {
+    pub(crate) fn wait(self) -> Result<()> {
         self.file
             .recv()
             .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))?

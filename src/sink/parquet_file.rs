@@ -30,7 +30,7 @@ fn ours(field: &Field) -> bool {
 }
 
 /// A Parquet file being written.
-pub struct ParquetFile<W: Write + Send> {
+pub(crate) struct ParquetFile<W: Write + Send> {
     file: SerializedFileWriter<W>,
     factory: ArrowRowGroupWriterFactory,
     schema: SchemaRef,
@@ -53,7 +53,10 @@ struct RowGroup {
 impl<W: Write + Send> ParquetFile<W> {
     /// `props` with parquet-rs's statistics off for the columns whose statistics are
     /// ours (the string columns of `schema`).
-    pub fn props(schema: &SchemaRef, props: WriterPropertiesBuilder) -> WriterPropertiesBuilder {
+    pub(crate) fn props(
+        schema: &SchemaRef,
+        props: WriterPropertiesBuilder,
+    ) -> WriterPropertiesBuilder {
         schema
             .fields()
             .iter()
@@ -68,7 +71,7 @@ impl<W: Write + Send> ParquetFile<W> {
 
     /// A file of `schema` written to `out`; `props` must have come through
     /// [`ParquetFile::props`], and set `max_rows` rows per row group.
-    pub fn try_new(
+    pub(crate) fn try_new(
         out: W,
         schema: SchemaRef,
         props: parquet::file::properties::WriterProperties,
@@ -90,7 +93,7 @@ impl<W: Write + Send> ParquetFile<W> {
     /// the bounds of a string column's values if the caller took them in already (see
     /// `Strings`); any string column without them, or a batch split between two row
     /// groups, is looked through here instead.
-    pub fn write(&mut self, batch: &RecordBatch, gathered: &[Option<MinMax>]) -> Result<()> {
+    pub(crate) fn write(&mut self, batch: &RecordBatch, gathered: &[Option<MinMax>]) -> Result<()> {
         let mut at = 0;
         while at < batch.num_rows() {
             let group = match &mut self.open {
@@ -119,7 +122,7 @@ impl<W: Write + Send> ParquetFile<W> {
     }
 
     /// Bytes the open row group will take, as parquet-rs estimates them.
-    pub fn in_progress_size(&self) -> usize {
+    pub(crate) fn in_progress_size(&self) -> usize {
         self.open.as_ref().map_or(0, |group| {
             group
                 .writers
@@ -130,7 +133,7 @@ impl<W: Write + Send> ParquetFile<W> {
     }
 
     /// Closes the open row group, writing it to the file.
-    pub fn flush(&mut self) -> Result<()> {
+    pub(crate) fn flush(&mut self) -> Result<()> {
         let Some(group) = self.open.take() else {
             return Ok(());
         };
@@ -153,12 +156,12 @@ impl<W: Write + Send> ParquetFile<W> {
     }
 
     /// The output.
-    pub fn inner(&self) -> &W {
+    pub(crate) fn inner(&self) -> &W {
         self.file.inner()
     }
 
     /// Closes the open row group, writes the footer and gives the output back.
-    pub fn into_inner(mut self) -> Result<W> {
+    pub(crate) fn into_inner(mut self) -> Result<W> {
         self.flush()?;
         Ok(self.file.into_inner()?)
     }

@@ -7,7 +7,7 @@
 use anyhow::{bail, Result};
 
 /// The directory name for a null or empty value, as in Hive.
-pub const DEFAULT_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
+pub(crate) const DEFAULT_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
 
 /// Longest directory name most Linux filesystems accept.
 const NAME_MAX: usize = 255;
@@ -36,7 +36,7 @@ fn needs_escape(b: u8) -> bool {
 }
 
 /// Escapes one name or value as Hive does: upper-case `%XX` for the bytes above.
-pub fn escape(raw: &[u8], out: &mut String) {
+pub(crate) fn escape(raw: &[u8], out: &mut String) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     // Inputs are checked to be UTF-8 and only ASCII bytes are escaped, so the unescaped
     // runs between escapes are whole UTF-8 sequences.
@@ -54,7 +54,7 @@ pub fn escape(raw: &[u8], out: &mut String) {
 }
 
 /// The directory name `COL=VALUE` for one partition column.
-pub fn component(column: &str, value: &[u8], out: &mut String) -> Result<()> {
+pub(crate) fn component(column: &str, value: &[u8], out: &mut String) -> Result<()> {
     let start = out.len();
     escape(column.as_bytes(), out);
     out.push('=');
@@ -78,7 +78,8 @@ pub fn component(column: &str, value: &[u8], out: &mut String) -> Result<()> {
 }
 
 /// Reverses `escape` (and maps the default partition back to empty), for readers and tests.
-pub fn unescape(name: &str) -> Vec<u8> {
+#[cfg(any(test, feature = "delta"))]
+pub(crate) fn unescape(name: &str) -> Vec<u8> {
     if name == DEFAULT_PARTITION {
         return Vec::new();
     }

@@ -15,7 +15,7 @@ use crate::core::sys::fsutil;
 /// Removes staging areas and snapshots of checkpoints after `last_complete` (they never
 /// completed: abort), and the emptied areas of committed ones. Returns names of entries
 /// it did not recognise and left in place.
-pub fn discard_incomplete(
+pub(crate) fn discard_incomplete(
     layout: &JobLayout,
     run: &str,
     last_complete: u64,
@@ -48,7 +48,7 @@ pub fn discard_incomplete(
 
 /// Removes a finished run's (now empty) staging and snapshot directories, and the old
 /// content of the partitions an overwrite run replaced.
-pub fn remove_run(layout: &JobLayout, run: &str) -> Result<()> {
+pub(crate) fn remove_run(layout: &JobLayout, run: &str) -> Result<()> {
     fsutil::remove_dir_all_durable(&layout.overwrite_run(run))?;
     fsutil::remove_dir_all_durable(&layout.pending_run(run))?;
     fsutil::remove_dir_all_durable(&layout.state_run(run))
@@ -56,7 +56,7 @@ pub fn remove_run(layout: &JobLayout, run: &str) -> Result<()> {
 
 /// Lists other runs' leftovers under `pending/`, `state/` and `overwrite/`: never removed
 /// automatically.
-pub fn foreign_runs(layout: &JobLayout, run: Option<&str>) -> Result<Vec<String>> {
+pub(crate) fn foreign_runs(layout: &JobLayout, run: Option<&str>) -> Result<Vec<String>> {
     let mut found = Vec::new();
     for area in ["pending", "state", "overwrite"] {
         let dir = layout.dir.join(area);

@@ -21,27 +21,27 @@ use crate::core::protocol::Barrier;
 
 /// A batch with each good row's partition id and owning sink.
 #[derive(Debug)]
-pub struct Routed {
-    pub batch: RecordBatch,
+pub(crate) struct Routed {
+    pub(crate) batch: RecordBatch,
     /// Partition id of each row, in row order.
-    pub ids: Vec<u32>,
+    pub(crate) ids: Vec<u32>,
     /// The sink that writes each row, in row order.
-    pub owners: Vec<u8>,
+    pub(crate) owners: Vec<u8>,
 }
 
 /// What a sink receives: batches shared by every sink (each writes its own rows), and
 /// barriers.
 #[derive(Debug)]
-pub enum Work {
+pub(crate) enum Work {
     Batch(Arc<Routed>),
     Barrier(Barrier),
 }
 
 /// Most sinks one router feeds (owners are bytes).
-pub const MAX_SINKS: usize = 64;
+pub(crate) const MAX_SINKS: usize = 64;
 
 /// Assigns partition ids and owners, on the thread in front of the sinks.
-pub struct Router {
+pub(crate) struct Router {
     partition_cols: Vec<usize>,
     sinks: usize,
     /// Partition key → id: the raw value of a single partition column, else the
@@ -59,7 +59,7 @@ pub struct Router {
 impl Router {
     /// A router over the partition columns `partition_cols` (batch column indices) for
     /// `sinks` sinks (1 to [`MAX_SINKS`]).
-    pub fn new(partition_cols: Vec<usize>, sinks: usize) -> Router {
+    pub(crate) fn new(partition_cols: Vec<usize>, sinks: usize) -> Router {
         let sinks = sinks.clamp(1, MAX_SINKS);
         Router {
             partition_cols,
@@ -74,7 +74,7 @@ impl Router {
 
     /// Routes a message: a batch's rows get ids and owners; a barrier deals out the
     /// owners for the next checkpoint.
-    pub fn route(&mut self, msg: Msg) -> Work {
+    pub(crate) fn route(&mut self, msg: Msg) -> Work {
         match msg {
             Msg::Batch(batch) => Work::Batch(Arc::new(self.route_batch(batch))),
             Msg::Barrier(barrier) => {

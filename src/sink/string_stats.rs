@@ -22,7 +22,7 @@ use parquet::file::statistics::{Statistics, ValueStatistics};
 /// Bytes of a value in its key.
 const PREFIX: usize = 15;
 /// Longest bound written, as parquet-rs's default `statistics_truncate_length`.
-pub const TRUNCATE: usize = 64;
+pub(crate) const TRUNCATE: usize = 64;
 
 /// A value's place in byte order, as far as its first [`PREFIX`] bytes tell: those
 /// bytes big-endian, zero-padded, then one byte of length, capped at `PREFIX + 1`.
@@ -33,7 +33,7 @@ pub const TRUNCATE: usize = 64;
 /// different lengths mean one value starts the other, and the shorter sorts first. Equal
 /// keys mean equal values unless both values are longer than [`PREFIX`] bytes.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-pub struct Key(u128);
+pub(crate) struct Key(u128);
 
 /// `KEEP[n]`: the first `n` bytes of a big-endian `u128` (a table, not a shift by a
 /// variable amount, which on a `u128` is a handful of instructions per value).
@@ -55,7 +55,7 @@ impl Key {
 
     /// The key of the value at `start..end` of `data`.
     #[inline(always)]
-    pub fn of(data: &[u8], start: usize, end: usize) -> Key {
+    pub(crate) fn of(data: &[u8], start: usize, end: usize) -> Key {
         let len = end - start;
         let mut bytes = [0u8; 16];
         match data.get(start..start + 16) {
@@ -91,7 +91,7 @@ impl Key {
 /// to. Only values tying by key with a bound, both longer than [`PREFIX`] bytes, have
 /// their bytes compared.
 #[derive(Clone, Copy)]
-pub struct Extremes {
+pub(crate) struct Extremes {
     min: Key,
     max: Key,
     min_at: usize,
@@ -124,7 +124,7 @@ impl Extremes {
     /// for the least, from the end for the greatest (where an increasing id's is). Once
     /// a column's bounds have settled, most batches need no second pass.
     #[inline]
-    pub fn scan(
+    pub(crate) fn scan(
         &mut self,
         bytes: &[u8],
         offsets: &[i32],
@@ -181,7 +181,7 @@ impl Extremes {
 
     /// The bounds of the values taken in (none if none was), `value(i)` being value
     /// `i`, with `nulls` nulls.
-    pub fn bounds<'a>(&self, value: impl Fn(usize) -> &'a [u8], nulls: u64) -> MinMax {
+    pub(crate) fn bounds<'a>(&self, value: impl Fn(usize) -> &'a [u8], nulls: u64) -> MinMax {
         let taken = self.min != Key::ABOVE;
         let bound = |key: Key, at: usize| Bound::new(key, value(at));
         MinMax {
@@ -193,7 +193,7 @@ impl Extremes {
 
 /// Value `i` of a column of `bytes` cut at `offsets` (empty if an offset is out of
 /// place, as one that wrapped past 2 GiB, which the column then refuses).
-pub fn value<'a>(bytes: &'a [u8], offsets: &[i32], i: usize) -> &'a [u8] {
+pub(crate) fn value<'a>(bytes: &'a [u8], offsets: &[i32], i: usize) -> &'a [u8] {
     let at = |i: usize| offsets.get(i).map_or(0, |&o| o as usize);
     bytes.get(at(i)..at(i + 1)).unwrap_or_default()
 }
@@ -221,14 +221,14 @@ impl Bound {
 
 /// The minimum, maximum and null count of the string values seen.
 #[derive(Default)]
-pub struct MinMax {
+pub(crate) struct MinMax {
     bounds: Option<(Bound, Bound)>,
     nulls: u64,
 }
 
 impl MinMax {
     /// Takes in every value of `array`.
-    pub fn observe(&mut self, array: &StringArray) {
+    pub(crate) fn observe(&mut self, array: &StringArray) {
         self.nulls += array.null_count() as u64;
         let offsets = array.value_offsets();
         let data = array.value_data();
@@ -258,7 +258,7 @@ impl MinMax {
     }
 
     /// Takes in what `other` took in.
-    pub fn merge(&mut self, other: &MinMax) {
+    pub(crate) fn merge(&mut self, other: &MinMax) {
         self.nulls += other.nulls;
         if let Some((min, max)) = &other.bounds {
             self.take_keyed(min.key, &min.value);
@@ -276,14 +276,14 @@ impl MinMax {
 
     /// The bounds and the null count, to compare.
     #[cfg(test)]
-    pub fn summary(&self) -> (Option<[Vec<u8>; 2]>, u64) {
+    pub(crate) fn summary(&self) -> (Option<[Vec<u8>; 2]>, u64) {
         let bounds = self.bounds().map(|(min, max)| [min.to_vec(), max.to_vec()]);
         (bounds, self.nulls)
     }
 
     /// Parquet statistics of the values seen: null count, and the bounds cut to
     /// [`TRUNCATE`] bytes as parquet-rs cuts them.
-    pub fn statistics(&self) -> Statistics {
+    pub(crate) fn statistics(&self) -> Statistics {
         let (min, max) = match &self.bounds {
             Some((min, max)) => (Some(lower(&min.value)), Some(upper(&max.value))),
             None => (None, None),

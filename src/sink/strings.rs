@@ -22,7 +22,7 @@ use crate::core::batch::ColumnView;
 const BLOCK: usize = 16;
 
 /// The values, offsets and nulls of one string column, until [`Strings::finish`].
-pub struct Strings {
+pub(crate) struct Strings {
     /// The values' bytes.
     bytes: Vec<u8>,
     /// Where each value ends in `bytes`, after a leading 0.
@@ -37,7 +37,7 @@ pub struct Strings {
 
 impl Strings {
     /// An empty column with room for `values` values of `bytes` bytes in all.
-    pub fn with_capacity(values: usize, bytes: usize) -> Strings {
+    pub(crate) fn with_capacity(values: usize, bytes: usize) -> Strings {
         let mut offsets = Vec::with_capacity(values + 1);
         offsets.push(0);
         Strings {
@@ -49,12 +49,12 @@ impl Strings {
     }
 
     /// Values held.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.offsets.len() - 1
     }
 
     /// Appends rows `rows` of `column`.
-    pub fn append_rows(&mut self, column: ColumnView<'_>, rows: &[usize]) -> Result<()> {
+    pub(crate) fn append_rows(&mut self, column: ColumnView<'_>, rows: &[usize]) -> Result<()> {
         let first = self.len();
         let mut nulls = false;
         for &row in rows {
@@ -117,7 +117,7 @@ impl Strings {
     /// (`StringArray::try_new`), only faster: the whole buffer with simdutf8 (Arrow's
     /// `std::str::from_utf8` per value was 3-4% of a Parquet load's CPU), then each
     /// offset on a character boundary.
-    pub fn finish(&mut self) -> Result<(StringArray, MinMax)> {
+    pub(crate) fn finish(&mut self) -> Result<(StringArray, MinMax)> {
         let values = self.len();
         let room = self.bytes.capacity();
         let bytes = std::mem::replace(&mut self.bytes, Vec::with_capacity(room));

@@ -19,10 +19,10 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use anyhow::{anyhow, Result};
 
 /// Checkpoints a sink may have preCommitted and not yet committed.
-pub const IN_FLIGHT: usize = 2;
+pub(crate) const IN_FLIGHT: usize = 2;
 
 /// A window of `IN_FLIGHT` checkpoints: the coordinator's side and the sink's.
-pub fn window() -> (Release, Permits) {
+pub(crate) fn window() -> (Release, Permits) {
     let (give, take) = sync_channel(IN_FLIGHT);
     for _ in 0..IN_FLIGHT {
         // Cannot fail: the channel has room for each, and its receiver is here.
@@ -32,22 +32,22 @@ pub fn window() -> (Release, Permits) {
 }
 
 /// The coordinator's side: hands a permit back for each committed checkpoint.
-pub struct Release(SyncSender<()>);
+pub(crate) struct Release(SyncSender<()>);
 
 impl Release {
     /// One of the sink's checkpoints is committed. Never blocks: the sink holds the
     /// permit it took for it, so the channel has room.
-    pub fn give(&self) {
+    pub(crate) fn give(&self) {
         let _ = self.0.try_send(());
     }
 }
 
 /// The sink's side.
-pub struct Permits(Receiver<()>);
+pub(crate) struct Permits(Receiver<()>);
 
 impl Permits {
     /// Waits until fewer than `IN_FLIGHT` of the sink's checkpoints await their commit.
-    pub fn take(&self) -> Result<()> {
+    pub(crate) fn take(&self) -> Result<()> {
         self.0
             .recv()
             .map_err(|_| anyhow!("the coordinator stopped"))

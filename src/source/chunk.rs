@@ -36,7 +36,7 @@ const TAIL_STEP: usize = 4 << 10;
 
 /// Bytes per chunk: `CHUNK_BYTES`, or `INGEST_CHUNK_BYTES` when set (for tests: small
 /// chunks put chunk boundaries all over small inputs).
-pub fn chunk_bytes() -> u64 {
+pub(crate) fn chunk_bytes() -> u64 {
     static BYTES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *BYTES.get_or_init(|| {
         std::env::var("INGEST_CHUNK_BYTES")
@@ -48,38 +48,38 @@ pub fn chunk_bytes() -> u64 {
 }
 
 /// What a worker is asked to parse.
-pub struct ChunkJob {
-    pub input: usize,
-    pub path: Arc<str>,
+pub(crate) struct ChunkJob {
+    pub(crate) input: usize,
+    pub(crate) path: Arc<str>,
     /// The input's size when the run began.
-    pub size: u64,
-    pub nominal: Range<u64>,
+    pub(crate) size: u64,
+    pub(crate) nominal: Range<u64>,
     /// `nominal.start` is a proven record boundary.
-    pub proven: bool,
-    pub delimiter: u8,
+    pub(crate) proven: bool,
+    pub(crate) delimiter: u8,
     /// For each table column, the input field that holds it.
-    pub mapping: Arc<Vec<usize>>,
-    pub header_len: usize,
-    pub reply: SyncSender<Piece>,
+    pub(crate) mapping: Arc<Vec<usize>>,
+    pub(crate) header_len: usize,
+    pub(crate) reply: SyncSender<Piece>,
 }
 
 /// A chunk's bytes as read, from stream position `at`.
 #[derive(Clone)]
-pub struct ChunkBytes {
-    pub bytes: Arc<Vec<u8>>,
-    pub at: u64,
+pub(crate) struct ChunkBytes {
+    pub(crate) bytes: Arc<Vec<u8>>,
+    pub(crate) at: u64,
 }
 
 impl ChunkBytes {
     /// The bytes of stream range `range`, which must lie within the chunk's.
-    pub fn range(&self, range: Range<u64>) -> &[u8] {
+    pub(crate) fn range(&self, range: Range<u64>) -> &[u8] {
         let from = (range.start - self.at) as usize;
         let to = (range.end - self.at) as usize;
         &self.bytes[from..to]
     }
 
     /// The stream position just past the last byte.
-    pub fn end(&self) -> u64 {
+    pub(crate) fn end(&self) -> u64 {
         self.at + self.bytes.len() as u64
     }
 }
@@ -87,7 +87,7 @@ impl ChunkBytes {
 /// True when a chunk whose first record was guessed to start at `start` really starts
 /// there, the chunk before having ended at `end_before`: nothing but line ends lie
 /// between (which a parser at a record's start skips, as the serial parser would).
-pub fn proves(end_before: u64, start: u64, bytes: &ChunkBytes) -> bool {
+pub(crate) fn proves(end_before: u64, start: u64, bytes: &ChunkBytes) -> bool {
     start >= end_before
         && bytes.at <= end_before
         && start <= bytes.end()
@@ -101,7 +101,7 @@ pub fn proves(end_before: u64, start: u64, bytes: &ChunkBytes) -> bool {
 /// or, at any point, `Redo` or `Failed`. Batches are nearly every piece: not boxed (as
 /// `batch::Msg`).
 #[allow(clippy::large_enum_variant)]
-pub enum Piece {
+pub(crate) enum Piece {
     /// Where the chunk's first record starts (a guess unless proven) and its bytes.
     Begin {
         start: u64,
@@ -123,14 +123,14 @@ pub enum Piece {
 
 /// A worker's cached handle on the input it read last.
 #[derive(Default)]
-pub struct OpenInput {
+pub(crate) struct OpenInput {
     input: Option<usize>,
     file: Option<File>,
 }
 
 /// Parses `job`, sending its pieces; stops early (quietly) when the reply channel is
 /// closed: the chunk was given up, or the pipeline stopped.
-pub fn parse(job: &ChunkJob, open: &mut OpenInput, spare: impl Fn() -> RecordBatch) {
+pub(crate) fn parse(job: &ChunkJob, open: &mut OpenInput, spare: impl Fn() -> RecordBatch) {
     match parse_chunk(job, open, spare) {
         Ok(()) | Err(Sent::Closed) => {}
         Err(Sent::Failed(e)) => {

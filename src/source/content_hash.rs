@@ -20,14 +20,14 @@ use anyhow::{Context, Result};
 use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
 /// Bytes per block of a chained hash.
-pub const BLOCK: u64 = 4 << 20;
+pub(crate) const BLOCK: u64 = 4 << 20;
 
 /// How a chained hash's position is spelled: `blocks:CHAIN:PARTIAL`, 32 hex digits each.
 const BLOCKS_TAG: &str = "blocks:";
 
 /// The running content hash of one input.
 #[derive(Clone)]
-pub enum ContentHash {
+pub(crate) enum ContentHash {
     Whole(Xxh3),
     Blocks {
         /// The chain over every whole block so far.
@@ -40,7 +40,7 @@ pub enum ContentHash {
 
 impl ContentHash {
     /// The hash `path` gets: chained for an uncompressed object, whole otherwise.
-    pub fn for_input(path: &str) -> ContentHash {
+    pub(crate) fn for_input(path: &str) -> ContentHash {
         let object = crate::core::url::is_url_path(std::path::Path::new(path));
         if object && !super::names::is_compressed(path) {
             ContentHash::chained(0)
@@ -58,11 +58,11 @@ impl ContentHash {
     }
 
     /// True for a chained hash, which a resume can rebuild from a block boundary.
-    pub fn is_chained(&self) -> bool {
+    pub(crate) fn is_chained(&self) -> bool {
         matches!(self, ContentHash::Blocks { .. })
     }
 
-    pub fn update(&mut self, mut bytes: &[u8]) {
+    pub(crate) fn update(&mut self, mut bytes: &[u8]) {
         match self {
             ContentHash::Whole(hasher) => hasher.update(bytes),
             ContentHash::Blocks {
@@ -86,7 +86,7 @@ impl ContentHash {
     }
 
     /// The hash of every byte so far: the input's hash once it is read to the end.
-    pub fn digest128(&self) -> u128 {
+    pub(crate) fn digest128(&self) -> u128 {
         match self {
             ContentHash::Whole(hasher) => hasher.digest128(),
             ContentHash::Blocks {
@@ -105,7 +105,7 @@ impl ContentHash {
 
     /// What a position records of the bytes before it (a whole hash: its hex digits, as
     /// journals have always held).
-    pub fn position(&self) -> String {
+    pub(crate) fn position(&self) -> String {
         match self {
             ContentHash::Whole(_) => crate::core::hash::hash_hex(self.digest128()),
             ContentHash::Blocks { chain, block, .. } => {
@@ -116,7 +116,7 @@ impl ContentHash {
 
     /// For a position recorded by a chained hash at `offset`: the block boundary to read
     /// again from, and the hash as it stood there. `None` for a whole hash's position.
-    pub fn resume(recorded: &str, offset: u64) -> Result<Option<(u64, ContentHash)>> {
+    pub(crate) fn resume(recorded: &str, offset: u64) -> Result<Option<(u64, ContentHash)>> {
         let Some(rest) = recorded.strip_prefix(BLOCKS_TAG) else {
             return Ok(None);
         };

@@ -18,7 +18,11 @@ use crate::core::url;
 /// directory (prefix); an input named twice is read once. Nothing under `exclude` (the
 /// target table) is ever an input, so a table kept inside its input directory does not
 /// load itself. Below a directory or prefix, only what `select` takes.
-pub fn discover(args: &[PathBuf], exclude: &Path, select: &Selection) -> Result<Vec<Fingerprint>> {
+pub(crate) fn discover(
+    args: &[PathBuf],
+    exclude: &Path,
+    select: &Selection,
+) -> Result<Vec<Fingerprint>> {
     let exclude = exclude.canonicalize().ok();
     let mut seen = HashSet::new();
     let mut files = Vec::new();
@@ -128,7 +132,7 @@ fn push_canonical(
 
 /// Fingerprints a file (or an object) by its metadata; the content hash is taken while
 /// it is read.
-pub fn fingerprint(path: &Path) -> Result<Fingerprint> {
+pub(crate) fn fingerprint(path: &Path) -> Result<Fingerprint> {
     if url::is_url_path(path) {
         return head_object(path);
     }

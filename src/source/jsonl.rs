@@ -71,16 +71,16 @@ impl<'de> Deserialize<'de> for Object<'de> {
 }
 
 /// Objects sampled for the columns and their types.
-pub const SAMPLE_ROWS: usize = 1000;
+pub(crate) const SAMPLE_ROWS: usize = 1000;
 
 /// What the sampled values of one key were (nulls aside).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Kinds {
-    pub int: bool,
-    pub float: bool,
-    pub boolean: bool,
-    pub string: bool,
-    pub nested: bool,
+pub(crate) struct Kinds {
+    pub(crate) int: bool,
+    pub(crate) float: bool,
+    pub(crate) boolean: bool,
+    pub(crate) string: bool,
+    pub(crate) nested: bool,
 }
 
 impl Kinds {
@@ -100,7 +100,7 @@ impl Kinds {
 
     /// The column type every sampled value fits: numbers stay numbers (an integer
     /// column with one fraction is a float column), anything mixed is a string.
-    pub fn column_type(self) -> crate::core::schema::ColumnType {
+    pub(crate) fn column_type(self) -> crate::core::schema::ColumnType {
         use crate::core::schema::ColumnType;
         let Kinds {
             int,
@@ -121,7 +121,7 @@ impl Kinds {
 
 /// Adds one sampled line's keys (in first-seen order) and value kinds; `false` for a
 /// line that is not an object (the load then reports it as a bad row).
-pub fn sample(line: &[u8], columns: &mut Vec<(String, Kinds)>) -> bool {
+pub(crate) fn sample(line: &[u8], columns: &mut Vec<(String, Kinds)>) -> bool {
     let Ok(object) = parse(line) else {
         return false;
     };
@@ -139,7 +139,7 @@ pub fn sample(line: &[u8], columns: &mut Vec<(String, Kinds)>) -> bool {
 }
 
 /// The line without its line ending.
-pub fn content(line: &[u8]) -> &[u8] {
+pub(crate) fn content(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     line.strip_suffix(b"\r").unwrap_or(line)
 }
@@ -159,12 +159,12 @@ fn parse(line: &[u8]) -> Result<Object<'_>, String> {
 }
 
 /// True for a line holding nothing but whitespace.
-pub fn is_blank(line: &[u8]) -> bool {
+pub(crate) fn is_blank(line: &[u8]) -> bool {
     line.iter().all(u8::is_ascii_whitespace)
 }
 
 /// The keys of an input's first object: its columns.
-pub fn keys(line: &[u8]) -> Result<Vec<String>, String> {
+pub(crate) fn keys(line: &[u8]) -> Result<Vec<String>, String> {
     let object = parse(line)?;
     let mut keys: Vec<String> = Vec::with_capacity(object.0.len());
     for (key, _) in object.0 {
@@ -178,15 +178,15 @@ pub fn keys(line: &[u8]) -> Result<Vec<String>, String> {
 
 /// One record's values in `columns` order: bytes back to back, end offsets, nulls.
 #[derive(Debug, Default)]
-pub struct Values {
-    pub bytes: Vec<u8>,
-    pub ends: Vec<usize>,
-    pub nulls: Vec<bool>,
+pub(crate) struct Values {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) ends: Vec<usize>,
+    pub(crate) nulls: Vec<bool>,
 }
 
 /// Parses one line into `out`, ordered by `columns`; `Err` says why the row is bad. A
 /// key that is not a column is an error, or ignored with `drop_new_keys`.
-pub fn values(
+pub(crate) fn values(
     line: &[u8],
     columns: &[String],
     drop_new_keys: bool,

@@ -4,15 +4,15 @@
 
 mod chunk;
 mod content_hash;
-pub mod discover;
-pub mod jsonl;
-pub mod names;
+pub(crate) mod discover;
+pub(crate) mod jsonl;
+pub(crate) mod names;
 mod parallel;
 mod quoted_records;
 mod quotes;
 mod readahead;
-pub mod reader;
-pub mod select;
+pub(crate) mod reader;
+pub(crate) mod select;
 mod specials;
 
 use std::path::Path;
@@ -34,7 +34,7 @@ use reader::InputReader;
 
 /// The byte of its input from which a resume at `position` reads again: the last block
 /// boundary before it for an object's chained hash (a ranged GET), else the first byte.
-pub fn reread_from(position: &Position) -> u64 {
+pub(crate) fn reread_from(position: &Position) -> u64 {
     match content_hash::ContentHash::resume(&position.prefix_hash, position.offset) {
         Ok(Some((from, _))) => from,
         _ => 0,
@@ -43,7 +43,7 @@ pub fn reread_from(position: &Position) -> u64 {
 
 /// Reads the header of the first non-empty input: the table's columns for this run; for
 /// JSON lines, the keys of a sample of the objects (`jsonl.rs`).
-pub fn read_columns(inputs: &[Fingerprint], delimiter: u8) -> Result<Option<Vec<String>>> {
+pub(crate) fn read_columns(inputs: &[Fingerprint], delimiter: u8) -> Result<Option<Vec<String>>> {
     if let Some(sampled) = sample_json(inputs)? {
         return Ok(Some(sampled.into_iter().map(|(k, _)| k).collect()));
     }
@@ -58,14 +58,14 @@ pub fn read_columns(inputs: &[Fingerprint], delimiter: u8) -> Result<Option<Vec<
 
 /// Whether a load's columns come from a JSON lines sample (its first input is JSON
 /// lines) rather than a CSV header.
-pub fn is_jsonl_load(inputs: &[Fingerprint]) -> bool {
+pub(crate) fn is_jsonl_load(inputs: &[Fingerprint]) -> bool {
     inputs.first().is_some_and(|i| reader::is_jsonl(&i.path))
 }
 
 /// The columns of a load whose first input is JSON lines, with the kinds of values the
 /// first `jsonl::SAMPLE_ROWS` objects of its JSON inputs hold; `None` when the first
 /// input is not JSON lines (or no JSON input holds an object).
-pub fn sample_json(inputs: &[Fingerprint]) -> Result<Option<Vec<(String, jsonl::Kinds)>>> {
+pub(crate) fn sample_json(inputs: &[Fingerprint]) -> Result<Option<Vec<(String, jsonl::Kinds)>>> {
     use std::io::BufRead;
     if !inputs.first().is_some_and(|i| reader::is_jsonl(&i.path)) {
         return Ok(None);
@@ -93,7 +93,7 @@ pub fn sample_json(inputs: &[Fingerprint]) -> Result<Option<Vec<(String, jsonl::
 }
 
 /// Reads an input's header row; `None` for an input without one (empty).
-pub fn read_header(reader: &mut InputReader) -> Result<Option<Vec<String>>> {
+pub(crate) fn read_header(reader: &mut InputReader) -> Result<Option<Vec<String>>> {
     if !reader.read_header_record()? {
         return Ok(None);
     }
@@ -153,25 +153,25 @@ pub fn read_header(reader: &mut InputReader) -> Result<Option<Vec<String>>> {
 }
 
 /// What the source thread needs.
-pub struct SourcePlan {
-    pub inputs: Vec<Fingerprint>,
-    pub columns: Vec<String>,
-    pub delimiter: u8,
+pub(crate) struct SourcePlan {
+    pub(crate) inputs: Vec<Fingerprint>,
+    pub(crate) columns: Vec<String>,
+    pub(crate) delimiter: u8,
     /// JSON lines: ignore keys that are not columns (`--json-new-keys drop`).
-    pub drop_new_keys: bool,
-    pub checkpoint_rows: u64,
+    pub(crate) drop_new_keys: bool,
+    pub(crate) checkpoint_rows: u64,
     /// Parse workers (see `pipeline::Threads`); 0: the source thread reads every input
     /// itself.
-    pub workers: usize,
+    pub(crate) workers: usize,
     /// The first barrier's checkpoint number.
-    pub first_checkpoint: u64,
+    pub(crate) first_checkpoint: u64,
     /// Where to start; `None` for the beginning of the first input.
-    pub resume: Option<Position>,
+    pub(crate) resume: Option<Position>,
     /// Inputs set aside (`--on-bad-input quarantine`): never read.
-    pub skip: std::collections::BTreeSet<usize>,
+    pub(crate) skip: std::collections::BTreeSet<usize>,
     /// A column an input lacks is null in its rows (`--evolve add-columns`), not an error.
-    pub fill_missing: bool,
-    pub counters: Arc<Counters>,
+    pub(crate) fill_missing: bool,
+    pub(crate) counters: Arc<Counters>,
 }
 
 /// The source's side of the pipeline: its channels and its count of checkpoints.
@@ -239,7 +239,7 @@ impl Emitter {
 /// asks to stop (then it emits one more barrier first, so everything read is committed).
 /// With parse workers, large CSV inputs are parsed by the pool in chunks and put back in
 /// order (`parallel.rs`); the rows, barriers and positions are the same as one thread's.
-pub fn run(
+pub(crate) fn run(
     plan: SourcePlan,
     out: SyncSender<Msg>,
     spares: Spares,
@@ -281,16 +281,16 @@ pub fn run(
 
 /// An input's columns, as its header gives them.
 #[derive(Clone)]
-pub struct Columns {
+pub(crate) struct Columns {
     /// Fields the header has: every record must have as many.
-    pub header_len: usize,
+    pub(crate) header_len: usize,
     /// For each table column, the index of the input field that holds it, or
     /// [`MISSING`] for a column the input lacks (null in every row).
-    pub mapping: Arc<Vec<usize>>,
+    pub(crate) mapping: Arc<Vec<usize>>,
 }
 
 /// The mapping of a table column that the input lacks (`--evolve add-columns`).
-pub const MISSING: usize = usize::MAX;
+pub(crate) const MISSING: usize = usize::MAX;
 
 impl Columns {
     fn identity(&self) -> bool {
@@ -298,14 +298,14 @@ impl Columns {
     }
 
     /// True when the input lacks some column: its rows carry nulls there.
-    pub fn lacks_some(&self) -> bool {
+    pub(crate) fn lacks_some(&self) -> bool {
         self.mapping.contains(&MISSING)
     }
 }
 
 /// An input opened for reading: its header read and checked (and, for the input a
 /// resume starts in, its loaded prefix read again and proven unchanged).
-pub enum Opened {
+pub(crate) enum Opened {
     Reading(Box<InputReader>, Columns),
     /// No header: an empty input, whose hash is this.
     Empty(u128),
@@ -325,7 +325,7 @@ fn input_start(plan: &SourcePlan, index: usize) -> Position {
 }
 
 /// Opens input `index`, reads its header, and moves to where reading begins.
-pub fn open(plan: &SourcePlan, index: usize) -> Result<Opened> {
+pub(crate) fn open(plan: &SourcePlan, index: usize) -> Result<Opened> {
     let input = &plan.inputs[index];
     let mut reader = InputReader::open_input(input, plan.delimiter)?
         .with_json_columns(&plan.columns, plan.drop_new_keys);
@@ -354,7 +354,7 @@ pub fn open(plan: &SourcePlan, index: usize) -> Result<Opened> {
 }
 
 /// The source's state while it reads: its channels, the batch it fills, progress.
-pub struct Source<'a> {
+pub(crate) struct Source<'a> {
     emit: Emitter,
     batch: RecordBatch,
     /// Bytes of the inputs before the current one, for progress.

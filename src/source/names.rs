@@ -2,7 +2,7 @@
 //! place these naming conventions live, for the reader, the content hash and the plan.
 
 /// True for JSON lines inputs: `.jsonl` or `.ndjson`, possibly compressed.
-pub fn is_jsonl(path: &str) -> bool {
+pub(crate) fn is_jsonl(path: &str) -> bool {
     let plain = path
         .strip_suffix(".gz")
         .or_else(|| path.strip_suffix(".zst"))
@@ -12,6 +12,6 @@ pub fn is_jsonl(path: &str) -> bool {
 
 /// True for inputs read through a decompressor (their size on disk is not the number of
 /// bytes the parser sees).
-pub fn is_compressed(path: &str) -> bool {
+pub(crate) fn is_compressed(path: &str) -> bool {
     path.ends_with(".gz") || path.ends_with(".zst")
 }

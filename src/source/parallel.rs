@@ -221,7 +221,7 @@ impl Planner {
 }
 
 /// Reads every input with up to `workers` parse workers; `Some` when a signal stopped it.
-pub fn read_all(source: &mut Source, workers: usize) -> Result<Option<Stopped>> {
+pub(crate) fn read_all(source: &mut Source, workers: usize) -> Result<Option<Stopped>> {
     // More workers than cores parse no faster, and each holds a chunk and its batches;
     // two at least, so that chunks finish out of order even on one core.
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);

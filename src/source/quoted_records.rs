@@ -18,18 +18,18 @@ use super::specials::Specials;
 
 /// A record [`split`] found.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Split {
+pub(crate) struct Split {
     /// Bytes of the record with its line end (LF or CRLF).
-    pub consumed: usize,
+    pub(crate) consumed: usize,
     /// Its fields (their ends are the first `nfields` of `ends`).
-    pub nfields: usize,
+    pub(crate) nfields: usize,
     /// Line feeds inside its quoted fields.
-    pub inner_lines: u64,
+    pub(crate) inner_lines: u64,
     /// Which fields need quoting in CSV written with `,` (they hold a `,`, a quote or a
     /// line end), field `i` as bit `i`; `None` past 64 fields.
-    pub quoting: Option<u64>,
+    pub(crate) quoting: Option<u64>,
     /// It has a quoted field.
-    pub quoted: bool,
+    pub(crate) quoted: bool,
 }
 
 /// Splits the record at `start` of `input` into `fields` (unescaped, each followed by
@@ -42,7 +42,7 @@ pub struct Split {
 ///
 /// The record must not start with a line end (the reader skips those before a record),
 /// and `delimiter` must not be a quote or a line end.
-pub fn split(
+pub(crate) fn split(
     input: &[u8],
     start: usize,
     delimiter: u8,

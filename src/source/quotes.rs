@@ -29,7 +29,7 @@ enum State {
 
 /// The quoting check of one input's records.
 #[derive(Debug)]
-pub struct QuoteCheck {
+pub(crate) struct QuoteCheck {
     quote: u8,
     delimiter: u8,
     state: State,
@@ -43,7 +43,7 @@ pub struct QuoteCheck {
 
 impl QuoteCheck {
     /// A check for records separated by `delimiter`, quoted with `"`.
-    pub fn new(delimiter: u8) -> QuoteCheck {
+    pub(crate) fn new(delimiter: u8) -> QuoteCheck {
         QuoteCheck {
             quote: b'"',
             delimiter,
@@ -56,7 +56,7 @@ impl QuoteCheck {
     }
 
     /// A record begins on `line`.
-    pub fn begin(&mut self, line: u64) {
+    pub(crate) fn begin(&mut self, line: u64) {
         self.state = State::FieldStart;
         self.line = line;
         self.quoted = false;
@@ -69,7 +69,7 @@ impl QuoteCheck {
     /// Jumps from quote to quote with `memchr` rather than looking at every byte: only
     /// a quote changes the state inside a quoted field, and outside one only a quote
     /// (with the byte before it) does anything that can be wrong.
-    pub fn feed(&mut self, bytes: &[u8], may_quote: bool) {
+    pub(crate) fn feed(&mut self, bytes: &[u8], may_quote: bool) {
         let Some(&last) = bytes.last() else {
             return;
         };
@@ -160,14 +160,14 @@ impl QuoteCheck {
 
     /// The record was read whole and found well formed elsewhere
     /// (`quoted_records.rs`); `quoted` when it held a quoted field.
-    pub fn well_formed(&mut self, quoted: bool) {
+    pub(crate) fn well_formed(&mut self, quoted: bool) {
         self.state = State::FieldStart;
         self.quoted = quoted;
         self.error = None;
     }
 
     /// The record ended: why it is malformed, if it is.
-    pub fn end(&mut self) -> Option<String> {
+    pub(crate) fn end(&mut self) -> Option<String> {
         if self.state == State::Quoted {
             self.state = State::FieldStart;
             return Some(format!(
@@ -181,7 +181,7 @@ impl QuoteCheck {
     }
 
     /// True when the last record held a quoted field.
-    pub fn was_quoted(&self) -> bool {
+    pub(crate) fn was_quoted(&self) -> bool {
         self.quoted
     }
 }

@@ -21,7 +21,7 @@ const AHEAD: u64 = 32 << 20;
 const STEP: u64 = 4 << 20;
 
 /// A file read in order from `pos`, with the bytes before `hinted` already asked for.
-pub struct Prefetched {
+pub(crate) struct Prefetched {
     file: File,
     pos: u64,
     hinted: u64,
@@ -29,7 +29,7 @@ pub struct Prefetched {
 
 impl Prefetched {
     /// Reads `file` from byte `from`, where it is positioned.
-    pub fn new(file: File, from: u64) -> Prefetched {
+    pub(crate) fn new(file: File, from: u64) -> Prefetched {
         Prefetched {
             file,
             pos: from,

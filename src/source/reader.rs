@@ -28,7 +28,7 @@ use csv_core::{ReadRecordResult, ReaderBuilder};
 
 use super::content_hash::ContentHash;
 use super::jsonl;
-pub use super::names::{is_compressed, is_jsonl};
+pub(crate) use super::names::{is_compressed, is_jsonl};
 use super::quoted_records;
 use super::quotes::QuoteCheck;
 use super::specials::Specials;
@@ -60,7 +60,7 @@ impl std::ops::Deref for Buffer {
 }
 
 /// A positioned, hashing CSV reader over one input.
-pub struct InputReader {
+pub(crate) struct InputReader {
     name: String,
     inner: Box<dyn Read + Send>,
     /// The ETag the input was opened under, for a ranged reopen at a resume.
@@ -209,7 +209,7 @@ fn open_object(path: &Path, _etag: Option<&str>, _from: u64) -> Result<Box<dyn R
 }
 
 /// Opens `path` as a decoded byte stream (gunzipping a `.gz` name).
-pub fn open_decoded(path: &Path) -> Result<Box<dyn Read + Send>> {
+pub(crate) fn open_decoded(path: &Path) -> Result<Box<dyn Read + Send>> {
     open_counted(path, None, 0, Arc::default())
 }
 
@@ -288,12 +288,12 @@ impl Utf8Check {
 }
 
 /// Hashes a whole input the way the reader does (decoded bytes), for the manifest.
-pub fn hash_input(path: &Path) -> Result<u128> {
+pub(crate) fn hash_input(path: &Path) -> Result<u128> {
     Ok(hash_input_lines(path)?.0)
 }
 
 /// The hash of [`hash_input`], and the number of line feeds in the decoded bytes.
-pub fn hash_input_lines(path: &Path) -> Result<(u128, u64)> {
+pub(crate) fn hash_input_lines(path: &Path) -> Result<(u128, u64)> {
     let mut inner = open_decoded(path)?;
     let mut hasher = ContentHash::for_input(&path.to_string_lossy());
     let mut buf = vec![0; CHUNK];
@@ -322,12 +322,13 @@ fn read_some(inner: &mut dyn Read, buf: &mut [u8], path: &Path) -> Result<usize>
 
 impl InputReader {
     /// Opens a file for reading from its first byte.
-    pub fn open(path: &Path, delimiter: u8) -> Result<InputReader> {
+    #[cfg(test)]
+    pub(crate) fn open(path: &Path, delimiter: u8) -> Result<InputReader> {
         Self::open_with(path, None, delimiter)
     }
 
     /// Opens an input as the run fingerprinted it (an object only if its ETag is the same).
-    pub fn open_input(input: &Fingerprint, delimiter: u8) -> Result<InputReader> {
+    pub(crate) fn open_input(input: &Fingerprint, delimiter: u8) -> Result<InputReader> {
         Self::open_with(Path::new(&input.path), input.etag.as_deref(), delimiter)
     }
 
@@ -347,7 +348,7 @@ impl InputReader {
     /// A CSV reader over `bytes[from..]`, which lie at stream position `at` of the input
     /// `name` and begin at a record boundary: a chunk of a large input, parsed on its own
     /// where it lies (no copy). Lines count from 1 at its first byte; nothing is hashed.
-    pub fn over_chunk(
+    pub(crate) fn over_chunk(
         name: &str,
         bytes: Arc<Vec<u8>>,
         from: usize,
@@ -475,7 +476,7 @@ impl InputReader {
     }
 
     /// True when the current record was ended by the end of the stream.
-    pub fn ended_by_eof(&self) -> bool {
+    pub(crate) fn ended_by_eof(&self) -> bool {
         self.ended_by_eof
     }
 
@@ -537,7 +538,7 @@ impl InputReader {
 
     /// Why the current record is bad, if it holds a byte that is not UTF-8 (or, in JSON
     /// lines, is not an object of the input's columns).
-    pub fn invalid(&mut self) -> Option<String> {
+    pub(crate) fn invalid(&mut self) -> Option<String> {
         let bad_utf8 = self.utf8.bad_within(self.record_start, self.offset);
         let size = self.stored_size();
         let too_large = (size > self.max_record).then(|| {
@@ -583,7 +584,7 @@ impl InputReader {
 
     /// Reads the header: the first record of a CSV input, the keys of the first object
     /// of a JSON lines input (that object is then the first record). `false` when empty.
-    pub fn read_header_record(&mut self) -> Result<bool> {
+    pub(crate) fn read_header_record(&mut self) -> Result<bool> {
         if self.jsonl.is_none() {
             return self.read_record();
         }
@@ -722,7 +723,7 @@ impl InputReader {
     }
 
     /// Field `i` of the current record, `None` when null (only JSON lines has nulls).
-    pub fn cell(&self, i: usize) -> Option<&[u8]> {
+    pub(crate) fn cell(&self, i: usize) -> Option<&[u8]> {
         let null = self
             .jsonl
             .as_ref()
@@ -732,7 +733,7 @@ impl InputReader {
 
     /// The current record as it was written, for the rejects: its line for JSON lines,
     /// its fields CSV-encoded for CSV.
-    pub fn raw_record(&self) -> Vec<u8> {
+    pub(crate) fn raw_record(&self) -> Vec<u8> {
         match &self.jsonl {
             Some(json) => jsonl::content(&json.line).to_vec(),
             None => crate::core::batch::encode_csv(self.fields()),
@@ -740,14 +741,14 @@ impl InputReader {
     }
 
     /// True when records may hold nulls (read them with `cell`).
-    pub fn has_nulls(&self) -> bool {
+    pub(crate) fn has_nulls(&self) -> bool {
         self.jsonl.is_some()
     }
 
     /// Reads the next record into the reader; `false` at the end of the input.
     ///
     /// Hot path: the field and end buffers are reused; nothing is allocated per record.
-    pub fn read_record(&mut self) -> Result<bool> {
+    pub(crate) fn read_record(&mut self) -> Result<bool> {
         self.split_in_buf = false;
         self.separated = false;
         if self.jsonl.is_some() {
@@ -933,17 +934,17 @@ impl InputReader {
     }
 
     /// Number of fields of the current record.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.nfields
     }
 
     /// True when the current record has no field (never after a successful read).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.nfields == 0
     }
 
     /// Field `i` of the current record.
-    pub fn field(&self, i: usize) -> &[u8] {
+    pub(crate) fn field(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         match self.joined {
             // Field i lies after i delimiters.
@@ -956,13 +957,13 @@ impl InputReader {
     /// The current record's raw bytes when they are exactly its fields joined by the
     /// delimiter (no quote in them): copied as they are, they need no delimiters put
     /// back.
-    pub fn joined(&self) -> Option<&[u8]> {
+    pub(crate) fn joined(&self) -> Option<&[u8]> {
         self.joined
             .map(|(start, len)| &self.buf[start..start + len])
     }
 
     /// Appends the current record, all its fields in order, to `batch`.
-    pub fn push_to(&self, batch: &mut RecordBatch, input: u32) {
+    pub(crate) fn push_to(&self, batch: &mut RecordBatch, input: u32) {
         let ends = &self.ends[..self.nfields];
         match self.joined() {
             Some(joined) => {
@@ -980,13 +981,13 @@ impl InputReader {
     }
 
     /// All fields of the current record.
-    pub fn fields(&self) -> impl Iterator<Item = &[u8]> {
+    pub(crate) fn fields(&self) -> impl Iterator<Item = &[u8]> {
         (0..self.nfields).map(|i| self.field(i))
     }
 
     /// A JSON lines input's columns, as the load's sample found them (the header
     /// becomes these), and what to do with a key that is not one. No effect on CSV.
-    pub fn with_json_columns(mut self, columns: &[String], drop_new_keys: bool) -> Self {
+    pub(crate) fn with_json_columns(mut self, columns: &[String], drop_new_keys: bool) -> Self {
         if let Some(json) = &mut self.jsonl {
             json.given = Some(columns.to_vec());
             json.drop_new_keys = drop_new_keys;
@@ -995,33 +996,33 @@ impl InputReader {
     }
 
     /// The field delimiter.
-    pub fn delimiter(&self) -> u8 {
+    pub(crate) fn delimiter(&self) -> u8 {
         self.delimiter
     }
 
     /// True when the current record held a quoted field.
-    pub fn was_quoted(&self) -> bool {
+    pub(crate) fn was_quoted(&self) -> bool {
         self.quotes.was_quoted()
     }
 
     /// The 1-based line where the current record starts.
-    pub fn record_line(&self) -> u64 {
+    pub(crate) fn record_line(&self) -> u64 {
         self.record_line
     }
 
     /// Bytes of the decoded stream consumed so far (always between two records).
-    pub fn offset(&self) -> u64 {
+    pub(crate) fn offset(&self) -> u64 {
         self.offset
     }
 
     /// Bytes read from the file itself so far (ahead of `offset` by the buffer; of the
     /// compressed file for a `.gz`): for progress only.
-    pub fn raw_bytes(&self) -> u64 {
+    pub(crate) fn raw_bytes(&self) -> u64 {
         self.raw.load(Ordering::Relaxed)
     }
 
     /// Lines consumed so far.
-    pub fn lines(&self) -> u64 {
+    pub(crate) fn lines(&self) -> u64 {
         match &self.jsonl {
             Some(json) => json.lines,
             None => self.core.line(),
@@ -1029,17 +1030,17 @@ impl InputReader {
     }
 
     /// Hash of every decoded byte consumed so far; the whole input's hash at the end.
-    pub fn hash(&self) -> u128 {
+    pub(crate) fn hash(&self) -> u128 {
         self.content_hash().digest128()
     }
 
     /// The input's display name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// What a position just here records of the bytes before it (`content_hash.rs`).
-    pub fn position_hash(&self) -> String {
+    pub(crate) fn position_hash(&self) -> String {
         self.content_hash().position()
     }
 
@@ -1048,7 +1049,7 @@ impl InputReader {
     /// `recorded` is what the position holds of the hash: for an uncompressed object's
     /// chained hash, the object is fetched again from the last block boundary before
     /// `offset` (a ranged GET, on the ETag the run listed), not from its first byte.
-    pub fn resume_at(&mut self, offset: u64, lines: u64, recorded: &str) -> Result<()> {
+    pub(crate) fn resume_at(&mut self, offset: u64, lines: u64, recorded: &str) -> Result<()> {
         if offset < self.offset {
             bail!(
                 "{}: resume position {offset} lies inside the header",

@@ -19,14 +19,14 @@ use crate::core::error::UsageError;
 
 /// The `--include` and `--exclude` patterns, compiled.
 #[derive(Debug, Clone, Default)]
-pub struct Selection {
+pub(crate) struct Selection {
     include: Option<GlobSet>,
     exclude: Option<GlobSet>,
 }
 
 impl Selection {
     /// Compiles the patterns; a malformed one is a usage error naming it.
-    pub fn new(include: &[String], exclude: &[String]) -> Result<Selection> {
+    pub(crate) fn new(include: &[String], exclude: &[String]) -> Result<Selection> {
         Ok(Selection {
             include: compile("--include", include)?,
             exclude: compile("--exclude", exclude)?,
@@ -35,7 +35,7 @@ impl Selection {
 
     /// Whether the file at `rel`, a `/`-separated path below an input directory or
     /// prefix, is an input.
-    pub fn takes(&self, rel: &str) -> bool {
+    pub(crate) fn takes(&self, rel: &str) -> bool {
         !is_hidden_path(rel)
             && self.include.as_ref().is_none_or(|set| set.is_match(rel))
             && !self.exclude.as_ref().is_some_and(|set| set.is_match(rel))
@@ -43,12 +43,12 @@ impl Selection {
 }
 
 /// Whether a name is hidden from a walk or a listing: it starts with `.` or `_`.
-pub fn is_hidden(name: &str) -> bool {
+pub(crate) fn is_hidden(name: &str) -> bool {
     name.starts_with(['.', '_'])
 }
 
 /// Whether any component of a `/`-separated relative path is hidden.
-pub fn is_hidden_path(rel: &str) -> bool {
+pub(crate) fn is_hidden_path(rel: &str) -> bool {
     rel.split('/').any(is_hidden)
 }
 

@@ -10,7 +10,7 @@
 //! with `,` (the quoting mask of `quoted_records.rs`).
 
 /// The bitmap of special bytes over one buffer.
-pub struct Specials {
+pub(crate) struct Specials {
     /// The needles: delimiter, `,`, `"`, LF, CR (the delimiter may repeat one of them).
     needles: [u8; 5],
     /// Bit `i % 64` of word `i / 64` is set when byte `i` is special.
@@ -18,7 +18,7 @@ pub struct Specials {
 }
 
 impl Specials {
-    pub fn new(delimiter: u8) -> Specials {
+    pub(crate) fn new(delimiter: u8) -> Specials {
         Specials {
             needles: [delimiter, b',', b'"', b'\n', b'\r'],
             words: Vec::new(),
@@ -26,7 +26,7 @@ impl Specials {
     }
 
     /// Indexes `buf`, forgetting the last buffer; bytes past its end are not special.
-    pub fn index(&mut self, buf: &[u8]) {
+    pub(crate) fn index(&mut self, buf: &[u8]) {
         self.words.clear();
         let blocks = buf.chunks_exact(64);
         let tail = blocks.remainder();
@@ -43,7 +43,7 @@ impl Specials {
 
     /// The first special byte at or after `from`, if the buffer holds one.
     #[inline]
-    pub fn next(&self, from: usize) -> Option<usize> {
+    pub(crate) fn next(&self, from: usize) -> Option<usize> {
         let mut word = from / 64;
         let mut bits = self.words.get(word)? & (u64::MAX << (from % 64));
         while bits == 0 {

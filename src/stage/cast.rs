@@ -29,14 +29,14 @@ use crate::core::schema::{ColumnType, Schema};
 
 /// Converts text into one type's canonical text.
 #[derive(Debug, Clone)]
-pub struct Caster {
+pub(crate) struct Caster {
     ty: ColumnType,
     format: Option<String>,
     tz: TimeZone,
 }
 
 /// Reads `UTC`, `Z`, `+HH:MM` / `-HH:MM`, or an IANA name such as `Europe/Paris`.
-pub fn parse_timezone(name: &str) -> Result<TimeZone, String> {
+pub(crate) fn parse_timezone(name: &str) -> Result<TimeZone, String> {
     if matches!(name, "UTC" | "utc" | "Z") {
         return Ok(TimeZone::UTC);
     }
@@ -60,7 +60,7 @@ pub fn parse_timezone(name: &str) -> Result<TimeZone, String> {
 
 impl Caster {
     /// A caster to `ty`, with an optional strftime `format` and `timezone`.
-    pub fn new(
+    pub(crate) fn new(
         ty: ColumnType,
         format: Option<&str>,
         timezone: Option<&str>,
@@ -83,7 +83,7 @@ impl Caster {
 
     /// True when `bytes` already are this type's canonical text, so that `cast` would
     /// return them unchanged (checked without the general parsers; see `canonical.rs`).
-    pub fn is_canonical(&self, bytes: &[u8]) -> bool {
+    pub(crate) fn is_canonical(&self, bytes: &[u8]) -> bool {
         if self.format.is_some() || bytes.is_empty() {
             return false;
         }
@@ -101,7 +101,7 @@ impl Caster {
     }
 
     /// The canonical text of `text` as this type; `None` for null.
-    pub fn cast(&self, text: &str) -> Result<Option<String>, String> {
+    pub(crate) fn cast(&self, text: &str) -> Result<Option<String>, String> {
         if text.is_empty() && self.ty != ColumnType::String {
             return Ok(None);
         }
@@ -210,7 +210,7 @@ impl Caster {
 }
 
 /// The cast stage: several columns, each with its caster.
-pub struct Cast {
+pub(crate) struct Cast {
     casters: Vec<Option<Caster>>,
     names: Vec<String>,
     text: String,
@@ -218,7 +218,7 @@ pub struct Cast {
 
 impl Cast {
     /// Casts `columns` (name → type) of `schema`.
-    pub fn new(
+    pub(crate) fn new(
         schema: &Schema,
         columns: &BTreeMap<String, ColumnType>,
         format: Option<&str>,

@@ -21,13 +21,13 @@ fn targets(schema: &Schema, names: &[String], strings_only: bool) -> Result<Vec<
 }
 
 /// Trims surrounding whitespace (Unicode's definition).
-pub struct Trim {
+pub(crate) struct Trim {
     on: Vec<bool>,
 }
 
 impl Trim {
     /// Trims `columns`, or every string column when empty.
-    pub fn new(schema: &Schema, columns: &[String]) -> Result<(Trim, Schema), String> {
+    pub(crate) fn new(schema: &Schema, columns: &[String]) -> Result<(Trim, Schema), String> {
         Ok((
             Trim {
                 on: targets(schema, columns, true)?,
@@ -66,14 +66,14 @@ impl Stage for Trim {
 }
 
 /// Maps marker values to null.
-pub struct NullMarkers {
+pub(crate) struct NullMarkers {
     markers: Vec<Vec<u8>>,
     on: Vec<bool>,
 }
 
 impl NullMarkers {
     /// Nulls `markers` in `columns`, or in every column when empty.
-    pub fn new(
+    pub(crate) fn new(
         schema: &Schema,
         markers: &[String],
         columns: &[String],

@@ -27,7 +27,7 @@ use crate::core::batch::RecordBatch;
 use crate::core::schema::Schema;
 
 /// The dedupe stage.
-pub struct Dedupe {
+pub(crate) struct Dedupe {
     key_cols: Vec<usize>,
     /// Keys seen in the run that are canonical non-negative integers, while they are
     /// dense enough (single-column keys of a run not restored from snapshots).
@@ -54,7 +54,7 @@ pub struct Dedupe {
 
 impl Dedupe {
     /// Dedupes on the given columns of the table.
-    pub fn new(key_cols: &[String], schema: &Schema) -> Result<Dedupe> {
+    pub(crate) fn new(key_cols: &[String], schema: &Schema) -> Result<Dedupe> {
         let mut idx = Vec::new();
         for col in key_cols {
             idx.push(schema.index(col).map_err(|e| anyhow!("dedupe key: {e}"))?);
@@ -77,7 +77,7 @@ impl Dedupe {
 
     /// Job scope (`keystore.rs`): every key the run kept is snapshotted, the final
     /// barrier's too, to be folded into the job's key file when the run finishes.
-    pub fn keeping_final_state(mut self, keep: bool) -> Dedupe {
+    pub(crate) fn keeping_final_state(mut self, keep: bool) -> Dedupe {
         self.final_state = keep;
         self
     }
@@ -85,7 +85,7 @@ impl Dedupe {
     /// Sizes the key set for inputs of `bytes` in all, at the first batch: growing it
     /// step by step rehashes every key again at each doubling, and with the set out of
     /// cache that was half of the stage's time.
-    pub fn expecting(mut self, bytes: u64) -> Dedupe {
+    pub(crate) fn expecting(mut self, bytes: u64) -> Dedupe {
         self.expected_bytes = Some(bytes).filter(|&b| b > 0);
         self
     }

@@ -13,7 +13,7 @@ fn compile(text: &str, schema: &Schema) -> Result<Expr, String> {
 }
 
 /// Adds a column computed by an expression, or replaces the column of that name.
-pub struct Derive {
+pub(crate) struct Derive {
     expr: Expr,
     /// The column replaced, or `None` to append.
     replace: Option<usize>,
@@ -22,7 +22,11 @@ pub struct Derive {
 
 impl Derive {
     /// `column = expr` over `schema`.
-    pub fn new(schema: &Schema, column: &str, text: &str) -> Result<(Derive, Schema), String> {
+    pub(crate) fn new(
+        schema: &Schema,
+        column: &str,
+        text: &str,
+    ) -> Result<(Derive, Schema), String> {
         let expr = compile(text, schema)?;
         let mut output = schema.clone();
         let ty = expr.ty().column_type();
@@ -75,7 +79,7 @@ impl Stage for Derive {
 }
 
 /// Keeps the rows for which an expression is true (false and null drop the row).
-pub struct Filter {
+pub(crate) struct Filter {
     expr: Expr,
     text: String,
     keep: Vec<bool>,
@@ -83,7 +87,7 @@ pub struct Filter {
 
 impl Filter {
     /// `expr` over `schema`, which must be a bool.
-    pub fn new(schema: &Schema, text: &str) -> Result<(Filter, Schema), String> {
+    pub(crate) fn new(schema: &Schema, text: &str) -> Result<(Filter, Schema), String> {
         let expr = compile(text, schema)?;
         if !matches!(
             expr.ty(),

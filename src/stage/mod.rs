@@ -5,14 +5,14 @@
 //! coordinator, then the barrier goes on, so the records before barrier n are exactly
 //! those reflected in every snapshot of n.
 
-pub mod cast;
-pub mod clean;
-pub mod context;
-pub mod dedupe;
-pub mod expr;
+pub(crate) mod cast;
+pub(crate) mod clean;
+pub(crate) mod context;
+pub(crate) mod dedupe;
+pub(crate) mod expr;
 mod keyset;
-pub mod reshape;
-pub mod spec;
+pub(crate) mod reshape;
+pub(crate) mod spec;
 
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
 
@@ -33,7 +33,7 @@ use crate::core::sys::failpoint;
 ///   `keeps_final_state` (a job-scope dedupe, whose keys outlive the run).
 /// - `restore` receives every snapshot the stage returned, for every completed
 ///   checkpoint, in order: stages may therefore write deltas rather than whole states.
-pub trait Stage: Send {
+pub(crate) trait Stage: Send {
     /// The stage's name in snapshots and messages.
     fn name(&self) -> &'static str;
     /// Transforms a batch in place (dropping records is allowed).
@@ -62,7 +62,7 @@ pub trait Stage: Send {
 
 /// Sets rows aside as rejects, encoded as they are now (call before changing columns),
 /// and drops them from the batch.
-pub fn set_aside(
+pub(crate) fn set_aside(
     batch: &mut RecordBatch,
     bad: Vec<(usize, String)>,
     change: impl FnOnce(&mut RecordBatch),
@@ -89,14 +89,14 @@ pub fn set_aside(
 
 /// The output row under construction in [`rebuild`]: cells in a reused buffer.
 #[derive(Default)]
-pub struct Cells {
+pub(crate) struct Cells {
     buf: Vec<u8>,
     spans: Vec<Option<(usize, usize)>>,
 }
 
 impl Cells {
     /// Appends a cell (`None` is null).
-    pub fn push(&mut self, value: Option<&[u8]>) {
+    pub(crate) fn push(&mut self, value: Option<&[u8]>) {
         self.spans.push(value.map(|v| {
             let start = self.buf.len();
             self.buf.extend_from_slice(v);
@@ -110,7 +110,7 @@ impl Cells {
 ///
 /// Hot path: one output batch per input batch and one reused cell buffer; no allocation
 /// per row.
-pub fn rebuild(
+pub(crate) fn rebuild(
     batch: &mut RecordBatch,
     width: usize,
     mut row_fn: impl FnMut(&RecordBatch, usize, &mut Cells) -> Result<(), String>,
@@ -161,7 +161,7 @@ pub fn rebuild(
 /// than the machine has cores for source, stages and sink. A barrier passes through the
 /// stages in order: each snapshots and acknowledges it before the next one sees it, so
 /// every snapshot of checkpoint n reflects exactly the records before barrier n.
-pub fn run(
+pub(crate) fn run(
     mut chain: Vec<(String, Box<dyn Stage>)>,
     input: Receiver<Msg>,
     output: SyncSender<Msg>,

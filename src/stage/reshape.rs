@@ -13,7 +13,7 @@ use crate::core::batch::RecordBatch;
 use crate::core::schema::{Column, ColumnType, Schema};
 
 /// Select, drop or rename: every output column is one input column.
-pub struct Reshape {
+pub(crate) struct Reshape {
     name: &'static str,
     /// For each output column, its input column.
     from: Vec<usize>,
@@ -39,7 +39,7 @@ impl Reshape {
     }
 
     /// Keep `columns`, in that order.
-    pub fn select(input: &Schema, columns: &[String]) -> Result<(Reshape, Schema), String> {
+    pub(crate) fn select(input: &Schema, columns: &[String]) -> Result<(Reshape, Schema), String> {
         let mut from = Vec::new();
         for (i, name) in columns.iter().enumerate() {
             if columns[..i].contains(name) {
@@ -54,7 +54,7 @@ impl Reshape {
     }
 
     /// Remove `columns`.
-    pub fn drop(input: &Schema, columns: &[String]) -> Result<(Reshape, Schema), String> {
+    pub(crate) fn drop(input: &Schema, columns: &[String]) -> Result<(Reshape, Schema), String> {
         for name in columns {
             input.index(name)?;
         }
@@ -71,7 +71,7 @@ impl Reshape {
     }
 
     /// Rename `old → new`; the data does not move.
-    pub fn rename(
+    pub(crate) fn rename(
         input: &Schema,
         renames: &BTreeMap<String, String>,
     ) -> Result<(Reshape, Schema), String> {
@@ -115,7 +115,7 @@ enum Source {
 }
 
 /// Adds one column at the end (a constant or load metadata).
-pub struct Append {
+pub(crate) struct Append {
     source: Source,
     ctx: RunContext,
 }
@@ -134,7 +134,11 @@ fn appended(input: &Schema, column: &str, ty: ColumnType) -> Result<Schema, Stri
 
 impl Append {
     /// A column holding `value` in every row.
-    pub fn constant(input: &Schema, column: &str, value: &str) -> Result<(Append, Schema), String> {
+    pub(crate) fn constant(
+        input: &Schema,
+        column: &str,
+        value: &str,
+    ) -> Result<(Append, Schema), String> {
         let output = appended(input, column, ColumnType::String)?;
         Ok((
             Append {
@@ -146,7 +150,7 @@ impl Append {
     }
 
     /// A column holding load metadata.
-    pub fn metadata(
+    pub(crate) fn metadata(
         input: &Schema,
         column: &str,
         field: MetaField,

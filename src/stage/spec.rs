@@ -15,7 +15,7 @@ use crate::core::spec::{DedupeScope, StageSpec};
 
 /// Builds the stages in order, each against the schema the previous one produces;
 /// returns them with the final schema. Errors name the stage.
-pub fn build(
+pub(crate) fn build(
     specs: &[StageSpec],
     input: &Schema,
     ctx: &RunContext,

@@ -38,23 +38,23 @@ const VERSION: u32 = 1;
 
 /// What every data file of the table agrees on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Contract {
+pub(crate) struct Contract {
     /// The columns of every row, partition columns included, in order.
-    pub columns: Vec<Column>,
-    pub partition_by: Vec<String>,
-    pub format: Format,
+    pub(crate) columns: Vec<Column>,
+    pub(crate) partition_by: Vec<String>,
+    pub(crate) format: Format,
     /// Hive directories or a Delta table (contracts recorded before Delta tables existed
     /// are Hive's).
     #[serde(default, skip_serializing_if = "is_hive")]
-    pub table_format: TableFormat,
-    pub compression: Compression,
+    pub(crate) table_format: TableFormat,
+    pub(crate) compression: Compression,
     /// The field delimiter of CSV output files; `None` for other formats.
-    pub csv_delimiter: Option<char>,
+    pub(crate) csv_delimiter: Option<char>,
 }
 
 impl Contract {
     /// The contract a load with these options and this sink schema would write.
-    pub fn of(schema: &Schema, options: &RunOptions) -> Contract {
+    pub(crate) fn of(schema: &Schema, options: &RunOptions) -> Contract {
         Contract {
             columns: schema.columns.clone(),
             partition_by: options.partition_by.clone(),
@@ -93,7 +93,7 @@ impl Contract {
 }
 
 /// An option's name as users write it (`csv`, `zstd`): its serde name.
-pub fn name<T: Serialize>(value: &T) -> String {
+pub(crate) fn name<T: Serialize>(value: &T) -> String {
     match serde_json::to_value(value) {
         Ok(serde_json::Value::String(s)) => s,
         _ => "?".to_string(),
@@ -125,7 +125,7 @@ struct Recorded {
 ///
 /// Survives: a crash at any instant, as every state file (`fsutil::write_atomic`);
 /// repeating it after a crash finds the old text in place and does nothing.
-pub fn restore(table: &Path, run_id: &str, before: &str) -> Result<bool> {
+pub(crate) fn restore(table: &Path, run_id: &str, before: &str) -> Result<bool> {
     let _lock = fsutil::lock_wait(&table.join("_ingest").join("contract.lock"))?;
     fsutil::settle(&path(table))?;
     match load_stored(table)? {
@@ -138,23 +138,24 @@ pub fn restore(table: &Path, run_id: &str, before: &str) -> Result<bool> {
 }
 
 /// The table format a table's contract records, if it has one.
-pub fn table_format(table: &Path) -> Result<Option<TableFormat>> {
+pub(crate) fn table_format(table: &Path) -> Result<Option<TableFormat>> {
     Ok(load_stored(table)?.map(|s| s.contract.table_format))
 }
 
 /// The contract file of a table.
-pub fn path(table: &Path) -> PathBuf {
+pub(crate) fn path(table: &Path) -> PathBuf {
     table.join("_ingest").join("contract.json")
 }
 
 /// The recorded contract of a table, if it has one.
-pub fn load(table: &Path) -> Result<Option<Contract>> {
+pub(crate) fn load(table: &Path) -> Result<Option<Contract>> {
     Ok(load_stored(table)?.map(|s| s.contract))
 }
 
 /// True when two recorded contracts (the bytes of `contract.json`) hold the same terms,
 /// whoever recorded them.
-pub fn same_terms(a: &[u8], b: &[u8]) -> bool {
+#[cfg(any(test, feature = "s3"))]
+pub(crate) fn same_terms(a: &[u8], b: &[u8]) -> bool {
     let parse = |bytes| serde_json::from_slice::<Stored>(bytes).ok();
     match (parse(a), parse(b)) {
         (Some(a), Some(b)) => a.version == b.version && a.contract == b.contract,
@@ -183,7 +184,7 @@ fn load_stored(table: &Path) -> Result<Option<Stored>> {
 
 /// What [`settle`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Settled {
+pub(crate) enum Settled {
     /// The table had no contract: this load's is now recorded.
     Recorded,
     /// The load matches the recorded contract.
@@ -197,7 +198,7 @@ pub enum Settled {
 /// evolving it as `evolve` allows); fails, showing both sides, when they disagree. The
 /// table is `shown` as the user named it (a URL for a table in a bucket, whose contract
 /// here is the working copy's).
-pub fn settle(
+pub(crate) fn settle(
     table: &Path,
     shown: &str,
     proposed: &Contract,
@@ -319,7 +320,7 @@ fn judge(recorded: &Contract, proposed: &Contract, evolve: Evolve) -> Result<Ver
 
 /// Why table `table`'s recorded contract refuses `proposed`, if it does; records
 /// nothing (for choosing among inputs before one is settled).
-pub fn refusal(table: &Path, proposed: &Contract, evolve: Evolve) -> Result<Option<String>> {
+pub(crate) fn refusal(table: &Path, proposed: &Contract, evolve: Evolve) -> Result<Option<String>> {
     let Some(stored) = load_stored(table)? else {
         return Ok(None);
     };

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 
-pub const FRAME_HEADER: usize = 8;
+pub(crate) const FRAME_HEADER: usize = 8;
 const MAX_FRAME: usize = 1 << 30;
 
 /// Encodes one frame (see the module header for the layout).
@@ -26,7 +26,7 @@ pub fn encode_frame(payload: &[u8], out: &mut Vec<u8>) {
 
 /// Decodes frames after an 8-byte magic; returns the payloads and the length of the valid
 /// prefix of `bytes` (where a torn or corrupt tail begins).
-pub fn decode_frames<'a>(
+pub(crate) fn decode_frames<'a>(
     bytes: &'a [u8],
     magic: &[u8; 8],
     path: &Path,

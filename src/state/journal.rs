@@ -78,7 +78,8 @@ fn run_log(records: Vec<Record>, path: &Path) -> Result<Option<RunLog>> {
 }
 
 /// True when `payload` is a run's first record (`RunStarted`).
-pub fn starts_run(payload: &[u8]) -> bool {
+#[cfg(feature = "s3")]
+pub(crate) fn starts_run(payload: &[u8]) -> bool {
     matches!(
         serde_json::from_slice::<Record>(payload),
         Ok(Record::RunStarted(_))
@@ -86,7 +87,7 @@ pub fn starts_run(payload: &[u8]) -> bool {
 }
 
 /// A journal file holding `payloads`, in order.
-pub fn file_of<'a>(payloads: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
+pub(crate) fn file_of<'a>(payloads: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
     let mut bytes = JOURNAL_MAGIC.to_vec();
     for payload in payloads {
         encode_frame(payload, &mut bytes);
@@ -111,7 +112,7 @@ pub struct Replay {
 /// must not outlive the record, so the journal and its directory are fsynced here, before
 /// the caller takes its first step. A torn tail is made durable too; it is harmless,
 /// since replay ignores it and `open_append` cuts it off.
-pub fn replay_settled(path: &Path) -> Result<Replay> {
+pub(crate) fn replay_settled(path: &Path) -> Result<Replay> {
     fsutil::settle(path)?;
     replay(path)
 }
@@ -147,7 +148,7 @@ pub fn replay(path: &Path) -> Result<Replay> {
 }
 
 /// An open journal, positioned at its end, that appends durable records.
-pub struct Journal {
+pub(crate) struct Journal {
     file: File,
     path: PathBuf,
     /// A table in a bucket: each record goes there too, and only counts once it has.
@@ -158,7 +159,7 @@ impl Journal {
     /// Starts a new journal holding only `started`, replacing the previous one atomically.
     ///
     /// The caller has already folded the previous run into the manifest.
-    pub fn create(layout: &JobLayout, started: &RunStarted) -> Result<Journal> {
+    pub(crate) fn create(layout: &JobLayout, started: &RunStarted) -> Result<Journal> {
         let path = &layout.journal();
         let payload = serde_json::to_vec(&Record::RunStarted(started.clone()))?;
         let bytes = file_of(std::iter::once(&payload[..]));
@@ -170,7 +171,7 @@ impl Journal {
     }
 
     /// Opens an existing journal for appending, cutting off a torn tail first.
-    pub fn open_append(layout: &JobLayout, valid_len: u64) -> Result<Journal> {
+    pub(crate) fn open_append(layout: &JobLayout, valid_len: u64) -> Result<Journal> {
         let path = &layout.journal();
         let file = OpenOptions::new()
             .read(true)
@@ -200,7 +201,7 @@ impl Journal {
     }
 
     /// Appends one record and fsyncs it: when this returns, the record survives a power cut.
-    pub fn append(&mut self, record: &Record) -> Result<()> {
+    pub(crate) fn append(&mut self, record: &Record) -> Result<()> {
         let payload = serde_json::to_vec(record)?;
         let mut frame = Vec::with_capacity(payload.len() + FRAME_HEADER);
         encode_frame(&payload, &mut frame);

@@ -50,13 +50,13 @@ struct Segment {
 }
 
 /// The key file of a dedupe on `key`.
-pub fn path(job_dir: &Path, key: &[String]) -> PathBuf {
+pub(crate) fn path(job_dir: &Path, key: &[String]) -> PathBuf {
     let name = xxhash_rust::xxh3::xxh3_64(key.join("\u{0}").as_bytes());
     job_dir.join("keys").join(format!("{name:016x}.keys"))
 }
 
 /// The run's start as Unix seconds, from its journaled RFC 3339 time.
-pub fn started_unix(started_at: &str) -> Result<i64> {
+pub(crate) fn started_unix(started_at: &str) -> Result<i64> {
     let ts: jiff::Timestamp = started_at
         .parse()
         .with_context(|| format!("bad run start time {started_at:?} in the journal"))?;
@@ -64,14 +64,14 @@ pub fn started_unix(started_at: &str) -> Result<i64> {
 }
 
 /// Parses a retention such as `30d` or `12h` (humantime).
-pub fn parse_retention(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_retention(text: &str) -> Result<u64, String> {
     humantime::parse_duration(text)
         .map(|d| d.as_secs())
         .map_err(|e| format!("retention {text:?}: {e} (write e.g. 30d, 12h or 90min)"))
 }
 
 /// Runs started before this are forgotten (`None`: nothing is).
-pub fn cutoff(started_at: &str, retention: Option<&str>) -> Result<Option<i64>> {
+pub(crate) fn cutoff(started_at: &str, retention: Option<&str>) -> Result<Option<i64>> {
     let Some(text) = retention else {
         return Ok(None);
     };
@@ -108,7 +108,7 @@ fn read(file: &Path) -> Result<(Header, Segments)> {
 
 /// The digests earlier runs kept, oldest first, without those `cutoff` forgets: what a
 /// job-scope dedupe restores before its own run's snapshots.
-pub fn restore_bytes(file: &Path, cutoff: Option<i64>) -> Result<Vec<Vec<u8>>> {
+pub(crate) fn restore_bytes(file: &Path, cutoff: Option<i64>) -> Result<Vec<Vec<u8>>> {
     fsutil::settle(file)?;
     let (_, segments) = read(file)?;
     Ok(segments
@@ -119,7 +119,7 @@ pub fn restore_bytes(file: &Path, cutoff: Option<i64>) -> Result<Vec<Vec<u8>>> {
 }
 
 /// Folds a finished run's new keys into the key file of each job-scope dedupe it had.
-pub fn fold(job_dir: &Path, log: &RunLog) -> Result<()> {
+pub(crate) fn fold(job_dir: &Path, log: &RunLog) -> Result<()> {
     if log.aborted {
         return Ok(());
     }

@@ -4,17 +4,17 @@
 
 #[cfg(feature = "s3")]
 mod bucket_table;
-pub mod contract;
+pub(crate) mod contract;
 pub mod framed;
 pub mod journal;
-pub mod keystore;
-pub mod manifest;
+pub(crate) mod keystore;
+pub(crate) mod manifest;
 #[cfg(feature = "s3")]
-pub mod replica;
-pub mod snapshots;
+pub(crate) mod replica;
+pub(crate) mod snapshots;
 
 /// The jobs with state in the table at `url`, sorted.
-pub fn jobs_in(url: &crate::core::url::ObjectUrl) -> anyhow::Result<Vec<String>> {
+pub(crate) fn jobs_in(url: &crate::core::url::ObjectUrl) -> anyhow::Result<Vec<String>> {
     #[cfg(feature = "s3")]
     return Ok(replica::Remote::jobs(url)?.into_iter().collect());
     #[cfg(not(feature = "s3"))]

@@ -80,7 +80,7 @@ struct Synced {
 
 /// A job of a table in a bucket, held under its lease (or, without one, a read-only
 /// view of its state for `--status`).
-pub struct Remote {
+pub(crate) struct Remote {
     pub(super) bucket: Arc<Bucket>,
     job: String,
     local: PathBuf,
@@ -97,7 +97,7 @@ impl std::fmt::Debug for Remote {
 impl Remote {
     /// Takes `job`'s lease in the table at `url` (waiting up to `wait`), then replaces
     /// the working copy in `local` with the bucket's state.
-    pub fn open(
+    pub(crate) fn open(
         url: &ObjectUrl,
         local: &Path,
         job: &str,
@@ -118,7 +118,7 @@ impl Remote {
 
     /// A read-only view of `job`'s state, copied into `local` without taking its lease
     /// (`--status`): what a holder is doing at this moment may be a record ahead of it.
-    pub fn read_only(url: &ObjectUrl, local: &Path, job: &str) -> Result<Arc<Remote>> {
+    pub(crate) fn read_only(url: &ObjectUrl, local: &Path, job: &str) -> Result<Arc<Remote>> {
         let remote = Remote {
             bucket: Arc::new(Bucket::open(url)?),
             job: job.to_string(),
@@ -132,7 +132,7 @@ impl Remote {
 
     /// Runs `read` on a read-only view of `job`'s state (the view, and the scratch
     /// directory holding its copy), then removes the scratch directory.
-    pub fn with_read_only<T>(
+    pub(crate) fn with_read_only<T>(
         url: &ObjectUrl,
         job: &str,
         read: impl FnOnce(&Arc<Remote>, &Path) -> Result<T>,
@@ -161,13 +161,8 @@ impl Remote {
     }
 
     /// Who holds the job's lease now, if anyone does.
-    pub fn holder(&self) -> Result<Option<String>> {
+    pub(crate) fn holder(&self) -> Result<Option<String>> {
         crate::storage::lease::live_holder(&self.bucket, &self.job)
-    }
-
-    /// The table's URL.
-    pub fn url(&self) -> &ObjectUrl {
-        self.bucket.url()
     }
 
     fn synced(&self) -> Result<std::sync::MutexGuard<'_, Synced>> {
@@ -313,7 +308,7 @@ impl Remote {
 
     /// Copies every state file that changed since it was last copied up, the manifest's
     /// head after the segments it names, and removes the copies of files that are gone.
-    pub fn push(&self) -> Result<()> {
+    pub(crate) fn push(&self) -> Result<()> {
         self.check_lease()?;
         let mut synced = self.synced()?;
         let job_dir = self.local.join(self.job_prefix());
@@ -410,7 +405,7 @@ impl Remote {
 
     /// Writes one journal record: state files first, then the record, created only if
     /// no record has its sequence number (a second writer loses cleanly).
-    pub fn journal_append(&self, payload: &[u8]) -> Result<()> {
+    pub(crate) fn journal_append(&self, payload: &[u8]) -> Result<()> {
         self.push()?;
         let mut synced = self.synced()?;
         let seq = synced.next_seq;
@@ -430,7 +425,7 @@ impl Remote {
     }
 
     /// Starts a run's journal: its first record, then the previous run's records go.
-    pub fn journal_start(&self, payload: &[u8]) -> Result<()> {
+    pub(crate) fn journal_start(&self, payload: &[u8]) -> Result<()> {
         self.journal_append(payload)?;
         let first = self.synced()?.next_seq - 1;
         let prefix = format!("{}/journal.d", self.job_prefix());
@@ -444,7 +439,7 @@ impl Remote {
     }
 
     /// The jobs with state in the table at `url`.
-    pub fn jobs(url: &ObjectUrl) -> Result<BTreeSet<String>> {
+    pub(crate) fn jobs(url: &ObjectUrl) -> Result<BTreeSet<String>> {
         Ok(Bucket::open(url)?
             .children("_ingest")?
             .into_iter()

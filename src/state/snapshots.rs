@@ -15,7 +15,7 @@ const SNAPSHOT_WRITE: usize = 256 * 1024;
 
 /// Where a run keeps its stage snapshots.
 #[derive(Debug, Clone)]
-pub struct SnapshotStore {
+pub(crate) struct SnapshotStore {
     job_dir: PathBuf,
     /// Relative to `job_dir`.
     run_dir: String,
@@ -23,7 +23,7 @@ pub struct SnapshotStore {
 
 impl SnapshotStore {
     /// The store of run `run_id` under the job directory.
-    pub fn new(job_dir: &Path, run_id: &str) -> SnapshotStore {
+    pub(crate) fn new(job_dir: &Path, run_id: &str) -> SnapshotStore {
         SnapshotStore {
             job_dir: job_dir.to_path_buf(),
             run_dir: format!("state/{run_id}"),
@@ -31,12 +31,12 @@ impl SnapshotStore {
     }
 
     /// The directory itself.
-    pub fn dir(&self) -> PathBuf {
+    pub(crate) fn dir(&self) -> PathBuf {
         self.job_dir.join(&self.run_dir)
     }
 
     /// Reads a journaled snapshot back, refusing one that is not exactly what was written.
-    pub fn read(job_dir: &Path, snapshot: &SnapshotRef) -> Result<Vec<u8>> {
+    pub(crate) fn read(job_dir: &Path, snapshot: &SnapshotRef) -> Result<Vec<u8>> {
         let path = job_dir.join(&snapshot.file);
         let bytes = std::fs::read(&path)
             .with_context(|| format!("cannot read stage snapshot {}", path.display()))?;
@@ -54,7 +54,7 @@ impl SnapshotStore {
 ///
 /// Survives: a power cut after `CheckpointComplete` names the snapshots (the coordinator
 /// calls this before journaling it).
-pub fn make_durable(job_dir: &Path, snapshots: &[SnapshotRef]) -> Result<()> {
+pub(crate) fn make_durable(job_dir: &Path, snapshots: &[SnapshotRef]) -> Result<()> {
     let mut dirs = std::collections::BTreeSet::new();
     for snapshot in snapshots {
         let path = job_dir.join(&snapshot.file);

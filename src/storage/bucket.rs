@@ -65,7 +65,7 @@ fn read_range(path: &Path, at: u64, len: usize) -> Result<Vec<u8>> {
 
 /// How a conditional write treats an object already at the key.
 #[derive(Debug, Clone)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Only if no object is there (`If-None-Match: *`).
     Create,
     /// Only if the object there still has this ETag (`If-Match`).
@@ -76,7 +76,7 @@ pub enum Mode {
 
 /// The outcome of a conditional write.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Put {
+pub(crate) enum Put {
     /// Written; the new object's ETag.
     Done(Option<String>),
     /// The condition failed: another writer got there first.
@@ -85,7 +85,7 @@ pub enum Put {
 
 /// What [`Bucket::complete_all`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Completed {
+pub(crate) enum Completed {
     /// This call made the object visible.
     Published,
     /// The object was already there with the upload's exact bytes (an earlier attempt
@@ -94,7 +94,7 @@ pub enum Completed {
 }
 
 /// One table's objects.
-pub struct Bucket {
+pub(crate) struct Bucket {
     url: ObjectUrl,
     store: Arc<AmazonS3>,
     create_only: AmazonS3,
@@ -108,7 +108,7 @@ impl std::fmt::Debug for Bucket {
 
 impl Bucket {
     /// The table at `url` (a prefix; a trailing `/` is optional).
-    pub fn open(url: &ObjectUrl) -> Result<Bucket> {
+    pub(crate) fn open(url: &ObjectUrl) -> Result<Bucket> {
         let url = ObjectUrl {
             bucket: url.bucket.clone(),
             key: url.key.trim_matches('/').to_string(),
@@ -135,7 +135,7 @@ impl Bucket {
     }
 
     /// The table's URL.
-    pub fn url(&self) -> &ObjectUrl {
+    pub(crate) fn url(&self) -> &ObjectUrl {
         &self.url
     }
 
@@ -149,12 +149,12 @@ impl Bucket {
     }
 
     /// The URL of `rel`, for messages.
-    pub fn url_of(&self, rel: &str) -> ObjectUrl {
+    pub(crate) fn url_of(&self, rel: &str) -> ObjectUrl {
         self.url.with_key(self.key(rel).as_ref())
     }
 
     /// The object at `rel` and its ETag, or `None`.
-    pub fn get(&self, rel: &str) -> Result<Option<(Bytes, Option<String>)>> {
+    pub(crate) fn get(&self, rel: &str) -> Result<Option<(Bytes, Option<String>)>> {
         let rt = runtime()?;
         let got = rt.block_on(async {
             let got = self.store.get(&self.key(rel)).await?;
@@ -169,7 +169,7 @@ impl Bucket {
     }
 
     /// Writes `bytes` to `rel` if `mode` allows.
-    pub fn put(&self, rel: &str, bytes: Vec<u8>, mode: Mode) -> Result<Put> {
+    pub(crate) fn put(&self, rel: &str, bytes: Vec<u8>, mode: Mode) -> Result<Put> {
         let mode = match mode {
             Mode::Create => PutMode::Create,
             Mode::Replace(e_tag) => PutMode::Update(UpdateVersion {
@@ -194,7 +194,7 @@ impl Bucket {
     }
 
     /// Removes `rel`; an absent object is not an error.
-    pub fn delete(&self, rel: &str) -> Result<()> {
+    pub(crate) fn delete(&self, rel: &str) -> Result<()> {
         match runtime()?.block_on(self.store.delete(&self.key(rel))) {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(flat(e)).with_context(|| format!("cannot remove {}", self.url_of(rel))),
@@ -203,7 +203,7 @@ impl Bucket {
 
     /// Every object under `rel_prefix` (a directory-like prefix, without the trailing
     /// `/`), as (path relative to the table, size), in key order.
-    pub fn list(&self, rel_prefix: &str) -> Result<Vec<(String, u64)>> {
+    pub(crate) fn list(&self, rel_prefix: &str) -> Result<Vec<(String, u64)>> {
         Ok(self
             .list_tagged(rel_prefix)?
             .into_iter()
@@ -212,7 +212,10 @@ impl Bucket {
     }
 
     /// [`Bucket::list`] with each object's ETag.
-    pub fn list_tagged(&self, rel_prefix: &str) -> Result<Vec<(String, u64, Option<String>)>> {
+    pub(crate) fn list_tagged(
+        &self,
+        rel_prefix: &str,
+    ) -> Result<Vec<(String, u64, Option<String>)>> {
         let prefix = self.key(rel_prefix);
         let listed = runtime()?
             .block_on(async {
@@ -243,7 +246,7 @@ impl Bucket {
     }
 
     /// The names one level below `rel_prefix` that have objects under them.
-    pub fn children(&self, rel_prefix: &str) -> Result<Vec<String>> {
+    pub(crate) fn children(&self, rel_prefix: &str) -> Result<Vec<String>> {
         let prefix = self.key(rel_prefix);
         let listed = runtime()?
             .block_on(self.store.list_with_delimiter(Some(&prefix)))
@@ -259,7 +262,7 @@ impl Bucket {
     }
 
     /// The size of the object at `rel`, or `None`.
-    pub fn size(&self, rel: &str) -> Result<Option<u64>> {
+    pub(crate) fn size(&self, rel: &str) -> Result<Option<u64>> {
         match runtime()?.block_on(self.store.head(&self.key(rel))) {
             Ok(meta) => Ok(Some(meta.size)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -288,7 +291,7 @@ impl Bucket {
     /// at most `IN_FLIGHT` at once, parts of one file too, so memory stays at that many
     /// parts whatever the files' number and size. If anything fails, the uploads
     /// started here are aborted before the error returns.
-    pub fn upload_all(&self, files: &[(&str, &Path)]) -> Result<Vec<Upload>> {
+    pub(crate) fn upload_all(&self, files: &[(&str, &Path)]) -> Result<Vec<Upload>> {
         use futures::stream::{self, StreamExt, TryStreamExt};
         let rt = runtime()?;
         // The content hash of each file, read sequentially (it is in the page cache).
@@ -375,7 +378,7 @@ impl Bucket {
     /// Every multipart upload open under `rel_prefix`, as (path relative to the table,
     /// upload id), through the S3 API's `ListMultipartUploads` (see
     /// `s3::UploadLister`). Bounded: at most 10,000 pages of 1,000.
-    pub fn open_uploads(&self, rel_prefix: &str) -> Result<Vec<(String, String)>> {
+    pub(crate) fn open_uploads(&self, rel_prefix: &str) -> Result<Vec<(String, String)>> {
         use object_store::aws::AwsAuthorizer;
         use object_store::client::HttpRequestBody;
 
@@ -464,7 +467,7 @@ impl Bucket {
     }
 
     /// Aborts the multipart upload `id` to `rel`; one already gone is not an error.
-    pub fn abort(&self, rel: &str, id: &str) -> Result<()> {
+    pub(crate) fn abort(&self, rel: &str, id: &str) -> Result<()> {
         match runtime()?.block_on(self.store.abort_multipart(&self.key(rel), &id.to_string())) {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(flat(e))
@@ -473,7 +476,10 @@ impl Bucket {
     }
 
     /// commit of several files, concurrently (`IN_FLIGHT` at once): each outcome, in order.
-    pub fn complete_all(&self, files: &[(&str, &Upload, u64)]) -> Result<Vec<Result<Completed>>> {
+    pub(crate) fn complete_all(
+        &self,
+        files: &[(&str, &Upload, u64)],
+    ) -> Result<Vec<Result<Completed>>> {
         use futures::stream::{self, StreamExt};
         let rt = runtime()?;
         Ok(rt.block_on(

@@ -15,18 +15,18 @@ use serde::{Deserialize, Serialize};
 
 /// A process, as `/proc` names it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Process {
-    pub host: String,
-    pub boot_id: String,
-    pub pid_namespace: String,
-    pub pid: u32,
+pub(crate) struct Process {
+    pub(crate) host: String,
+    pub(crate) boot_id: String,
+    pub(crate) pid_namespace: String,
+    pub(crate) pid: u32,
     /// Clock ticks from boot to the process's start (`/proc/PID/stat`, field 22).
-    pub start_ticks: u64,
+    pub(crate) start_ticks: u64,
 }
 
 impl Process {
     /// This process, if `/proc` tells all of it.
-    pub fn me() -> Option<Process> {
+    pub(crate) fn me() -> Option<Process> {
         let pid = std::process::id();
         Some(Process {
             host: host()?,
@@ -42,7 +42,7 @@ impl Process {
 
     /// True only when this process is on the same host, boot and pid namespace as
     /// `self`, and `self`'s pid is gone or now names a process started at another time.
-    pub fn is_gone(&self) -> bool {
+    pub(crate) fn is_gone(&self) -> bool {
         let Some(me) = Process::me() else {
             return false;
         };
@@ -60,7 +60,7 @@ impl Process {
 }
 
 /// The host's name, as the lease names its holder.
-pub fn host() -> Option<String> {
+pub(crate) fn host() -> Option<String> {
     read_trimmed("/proc/sys/kernel/hostname")
 }
 

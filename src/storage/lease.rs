@@ -41,7 +41,7 @@ const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 const LOST_RACES: u32 = 20;
 
 /// The holder of `job`'s lease if it is live, as the exit-75 message names it.
-pub fn live_holder(bucket: &Bucket, job: &str) -> Result<Option<String>> {
+pub(crate) fn live_holder(bucket: &Bucket, job: &str) -> Result<Option<String>> {
     let key = format!("_ingest/{job}/lease");
     Ok(bucket
         .get(&key)?
@@ -72,7 +72,7 @@ impl Holder {
 }
 
 /// The lease time: `INGEST_LEASE_SECS`, or 30 seconds.
-pub fn lease_time() -> Duration {
+pub(crate) fn lease_time() -> Duration {
     lease_time_from(std::env::var("INGEST_LEASE_SECS").ok().as_deref())
 }
 
@@ -97,7 +97,7 @@ struct State {
 }
 
 /// A held lease, renewed until dropped.
-pub struct Lease {
+pub(crate) struct Lease {
     bucket: Arc<Bucket>,
     key: String,
     state: Arc<Mutex<State>>,
@@ -107,7 +107,7 @@ pub struct Lease {
 
 impl Lease {
     /// Takes the lease of `job`, waiting up to `wait` for a live holder to let go.
-    pub fn acquire(bucket: Arc<Bucket>, job: &str, wait: Option<Duration>) -> Result<Lease> {
+    pub(crate) fn acquire(bucket: Arc<Bucket>, job: &str, wait: Option<Duration>) -> Result<Lease> {
         Self::acquire_for(bucket, job, wait, lease_time())
     }
 
@@ -223,7 +223,7 @@ impl Lease {
     }
 
     /// Fails if the lease was lost: nothing more may be written for the job.
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         let state = self
             .state
             .lock()

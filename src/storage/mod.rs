@@ -20,19 +20,19 @@ use std::fmt::Debug;
 use anyhow::Result;
 
 #[cfg(feature = "s3")]
-pub mod bucket;
+pub(crate) mod bucket;
 #[cfg(feature = "s3")]
-pub mod holder;
+pub(crate) mod holder;
 #[cfg(feature = "s3")]
-pub mod lease;
-pub mod local;
+pub(crate) mod lease;
+pub(crate) mod local;
 #[cfg(feature = "s3")]
-pub mod paged;
+pub(crate) mod paged;
 #[cfg(feature = "s3")]
-pub mod s3;
+pub(crate) mod s3;
 
 /// Bytes readable at any offset: a local file, or an object read in pages.
-pub trait ReadAt: Debug + Send + Sync {
+pub(crate) trait ReadAt: Debug + Send + Sync {
     /// The length in bytes.
     fn size(&self) -> Result<u64>;
     /// Fills `buf` from byte `at`; short of bytes is an error.
@@ -55,7 +55,7 @@ impl ReadAt for LocalFile {
 /// Opens `path` for positioned reads: the file itself, or, when it is a reference to
 /// an object that the working copy of a bucket's state left in the bucket
 /// (`paged.rs`), that object.
-pub fn open_read_at(path: &std::path::Path) -> Result<Box<dyn ReadAt>> {
+pub(crate) fn open_read_at(path: &std::path::Path) -> Result<Box<dyn ReadAt>> {
     use anyhow::Context;
     use std::io::Read;
     let file =

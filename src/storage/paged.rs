@@ -46,7 +46,7 @@ struct Reference {
 }
 
 /// The bytes of a reference to the object `url` (of `len` bytes, ETag `etag`).
-pub fn reference(url: &ObjectUrl, etag: &str, len: u64) -> Result<Vec<u8>> {
+pub(crate) fn reference(url: &ObjectUrl, etag: &str, len: u64) -> Result<Vec<u8>> {
     let reference = Reference {
         bucket: url.bucket.clone(),
         key: url.key.clone(),
@@ -59,12 +59,12 @@ pub fn reference(url: &ObjectUrl, etag: &str, len: u64) -> Result<Vec<u8>> {
 }
 
 /// True when `bytes` (a file's first bytes) begin a reference.
-pub fn is_reference(bytes: &[u8]) -> bool {
+pub(crate) fn is_reference(bytes: &[u8]) -> bool {
     bytes.starts_with(MAGIC)
 }
 
 /// The object a reference file names, readable at any offset.
-pub fn open(path: &Path, bytes: &[u8]) -> Result<Box<dyn ReadAt>> {
+pub(crate) fn open(path: &Path, bytes: &[u8]) -> Result<Box<dyn ReadAt>> {
     let reference: Reference = bytes
         .strip_prefix(MAGIC)
         .and_then(|json| serde_json::from_slice(json).ok())

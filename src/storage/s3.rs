@@ -135,6 +135,7 @@ fn is_plain_http(endpoint: &str) -> bool {
 
 /// The check of [`refuse_plain_http`] for a bucket, for clients built elsewhere (the
 /// Delta log's).
+#[cfg(feature = "delta")]
 pub(crate) fn check_endpoint(bucket: &str) -> Result<()> {
     refuse_plain_http(&builder(bucket))
 }
@@ -176,9 +177,9 @@ fn client_options(from_env: &AmazonS3Builder) -> object_store::ClientOptions {
 /// `object_store`'s own SigV4 signer and sent by its own HTTP client.
 pub(crate) struct UploadLister {
     /// The bucket's URL (path-style `ENDPOINT/BUCKET`, or the virtual-hosted endpoint).
-    pub base: String,
-    pub region: String,
-    pub http: object_store::client::HttpClient,
+    pub(crate) base: String,
+    pub(crate) region: String,
+    pub(crate) http: object_store::client::HttpClient,
 }
 
 pub(crate) fn upload_lister(bucket: &str) -> Result<UploadLister> {
@@ -246,7 +247,7 @@ pub(crate) fn flat(e: object_store::Error) -> anyhow::Error {
 /// object under it as a prefix, in key order, skipping hidden names (a key component
 /// after the prefix that starts with `.` or `_`, as `_SUCCESS` markers and `.tmp` files
 /// of other writers do).
-pub fn list(url: &ObjectUrl) -> Result<Vec<Fingerprint>> {
+pub(crate) fn list(url: &ObjectUrl) -> Result<Vec<Fingerprint>> {
     let store = client(&url.bucket)?;
     let rt = runtime()?;
     if !url.key.is_empty() && !url.key.ends_with('/') {
@@ -298,7 +299,7 @@ fn fingerprint_of(url: &ObjectUrl, meta: &ObjectMeta) -> Fingerprint {
 
 /// The object's identity now (size, time, ETag): what a recovery compares with what the
 /// interrupted run recorded.
-pub fn head(url: &ObjectUrl) -> Result<Fingerprint> {
+pub(crate) fn head(url: &ObjectUrl) -> Result<Fingerprint> {
     let store = client(&url.bucket)?;
     let meta = runtime()?
         .block_on(store.head(&ObjectPath::from(url.key.as_str())))
@@ -310,7 +311,7 @@ pub fn head(url: &ObjectUrl) -> Result<Fingerprint> {
 /// Opens the object for reading from its first byte. With `etag`, the download is
 /// conditional (`If-Match`): an object replaced since it was listed fails the read
 /// instead of mixing two versions' bytes into one load.
-pub fn open(url: &ObjectUrl, etag: Option<&str>, from: u64) -> Result<Box<dyn Read + Send>> {
+pub(crate) fn open(url: &ObjectUrl, etag: Option<&str>, from: u64) -> Result<Box<dyn Read + Send>> {
     open_in(&*client(&url.bucket)?, url, etag, from)
 }
 

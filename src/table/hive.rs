@@ -13,7 +13,7 @@ use crate::core::schema::Schema;
 
 /// Hive-style directories.
 #[derive(Debug)]
-pub struct Hive;
+pub(crate) struct Hive;
 
 impl Format for Hive {
     fn begin(

@@ -27,15 +27,15 @@ use crate::core::records::{Checkpoint, Record, RunLog, RunStarted};
 use crate::core::schema::Schema;
 
 #[cfg(feature = "delta")]
-pub mod delta;
-pub mod hive;
+pub(crate) mod delta;
+pub(crate) mod hive;
 
 /// Hands a record to the journal: the operation that owns the journal appends it, durably,
 /// before the call returns (`ops/run.rs: finish`).
-pub type Journaled<'a> = &'a mut dyn FnMut(&Record) -> Result<()>;
+pub(crate) type Journaled<'a> = &'a mut dyn FnMut(&Record) -> Result<()>;
 
 /// What a table format does at each step of a run, beyond publishing files.
-pub trait Format: Send + Sync {
+pub(crate) trait Format: Send + Sync {
     /// Before a run: checks the load's schema against the table's and returns the run's
     /// transaction base and, for a table still to be created, what to create it with;
     /// `None` for a format without a log.
@@ -72,7 +72,7 @@ pub trait Format: Send + Sync {
 }
 
 /// The format of a table, or why this build cannot write it.
-pub fn format(format: TableFormat) -> Result<&'static dyn Format> {
+pub(crate) fn format(format: TableFormat) -> Result<&'static dyn Format> {
     match format {
         TableFormat::Hive => Ok(&hive::Hive),
         #[cfg(feature = "delta")]

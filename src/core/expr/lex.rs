@@ -4,7 +4,7 @@
 use super::ExprError;
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Tok {
+pub(crate) enum Tok {
     Int(i64),
     Float(f64),
     Str(String),
@@ -20,9 +20,9 @@ pub enum Tok {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Token {
-    pub tok: Tok,
-    pub col: usize,
+pub(crate) struct Token {
+    pub(crate) tok: Tok,
+    pub(crate) col: usize,
 }
 
 const OPS: [&str; 14] = [
@@ -30,7 +30,7 @@ const OPS: [&str; 14] = [
 ];
 
 /// Splits an expression into tokens.
-pub fn lex(text: &str) -> Result<Vec<Token>, ExprError> {
+pub(crate) fn lex(text: &str) -> Result<Vec<Token>, ExprError> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
     let mut i = 0;

@@ -34,9 +34,9 @@ use parse::Ast;
 
 /// A syntax or type error at a column of the expression text.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ExprError {
-    pub col: usize,
-    pub message: String,
+pub(crate) struct ExprError {
+    pub(crate) col: usize,
+    pub(crate) message: String,
 }
 
 impl ExprError {
@@ -45,7 +45,7 @@ impl ExprError {
     }
 
     /// The error with the expression and a caret under the mistake.
-    pub fn render(&self, text: &str) -> String {
+    pub(crate) fn render(&self, text: &str) -> String {
         format!(
             "{} (at column {})\n  {text}\n  {}^",
             self.message,
@@ -63,7 +63,7 @@ impl fmt::Display for ExprError {
 
 /// A value during evaluation; strings borrow from the batch where they can.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Value<'a> {
+pub(crate) enum Value<'a> {
     Null,
     Bool(bool),
     Int(i64),
@@ -76,7 +76,7 @@ pub enum Value<'a> {
 impl Value<'_> {
     /// Appends the canonical text of the value to `out`; false (and nothing) for null.
     /// The hot-path twin of [`Value::to_text`]: no allocation per value.
-    pub fn write_text(&self, out: &mut Vec<u8>) -> bool {
+    pub(crate) fn write_text(&self, out: &mut Vec<u8>) -> bool {
         use std::io::Write;
         // Writing to a Vec cannot fail.
         let _ = match self {
@@ -92,7 +92,7 @@ impl Value<'_> {
     }
 
     /// The canonical text of the value (what a typed column stores); `None` for null.
-    pub fn to_text(&self) -> Option<String> {
+    pub(crate) fn to_text(&self) -> Option<String> {
         Some(match self {
             Value::Null => return None,
             Value::Bool(b) => b.to_string(),
@@ -107,7 +107,7 @@ impl Value<'_> {
 
 /// The type an expression yields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ty {
+pub(crate) enum Ty {
     Null,
     Bool,
     Int,
@@ -130,7 +130,7 @@ impl Ty {
     }
 
     /// The column type a derived column of this type gets.
-    pub fn column_type(self) -> ColumnType {
+    pub(crate) fn column_type(self) -> ColumnType {
         match self {
             Ty::Null | Ty::Str => ColumnType::String,
             Ty::Bool => ColumnType::Bool,
@@ -192,26 +192,26 @@ enum Node {
 
 /// A compiled expression, ready to evaluate on rows of a batch with its schema.
 #[derive(Debug, Clone)]
-pub struct Expr {
+pub(crate) struct Expr {
     root: Node,
     ty: Ty,
 }
 
 impl Expr {
     /// Parses and type-checks `text` against `schema`.
-    pub fn compile(text: &str, schema: &Schema) -> Result<Expr, ExprError> {
+    pub(crate) fn compile(text: &str, schema: &Schema) -> Result<Expr, ExprError> {
         let ast = parse::parse(lex::lex(text)?)?;
         let (root, ty) = check(&ast, schema)?;
         Ok(Expr { root, ty })
     }
 
     /// The type of the result.
-    pub fn ty(&self) -> Ty {
+    pub(crate) fn ty(&self) -> Ty {
         self.ty
     }
 
     /// Evaluates the expression on one row.
-    pub fn eval<'b>(&self, batch: &'b RecordBatch, row: usize) -> Result<Value<'b>, String> {
+    pub(crate) fn eval<'b>(&self, batch: &'b RecordBatch, row: usize) -> Result<Value<'b>, String> {
         eval::eval(&self.root, batch, row)
     }
 
@@ -222,7 +222,7 @@ impl Expr {
     /// takes a shortcut: a canonical UTC timestamp's date is the first ten bytes of its
     /// text, so it is copied without building an instant and formatting it back; and
     /// when `cast` has already found the whole column canonical, without checking it.
-    pub fn eval_text(
+    pub(crate) fn eval_text(
         &self,
         batch: &RecordBatch,
         row: usize,

@@ -17,7 +17,7 @@ use super::ExprError;
 
 /// A syntax tree node; `col` is where it starts (or its operator), for errors.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Ast {
+pub(crate) enum Ast {
     Int(i64, usize),
     Float(f64, usize),
     Str(String, usize),
@@ -43,7 +43,7 @@ pub enum Ast {
 
 impl Ast {
     /// Where the node starts.
-    pub fn col(&self) -> usize {
+    pub(crate) fn col(&self) -> usize {
         match self {
             Ast::Int(_, c) | Ast::Float(_, c) | Ast::Str(_, c) | Ast::Bool(_, c) | Ast::Null(c) => {
                 *c
@@ -60,7 +60,7 @@ struct Parser {
 }
 
 /// Parses a whole expression.
-pub fn parse(tokens: Vec<Token>) -> Result<Ast, ExprError> {
+pub(crate) fn parse(tokens: Vec<Token>) -> Result<Ast, ExprError> {
     let mut p = Parser { tokens, at: 0 };
     let ast = p.or()?;
     match &p.peek().tok {

@@ -3,7 +3,7 @@
 
 /// Into the first-level cache, for a value read within a few dozen instructions.
 #[inline(always)]
-pub fn to_l1<T>(value: &T) {
+pub(crate) fn to_l1<T>(value: &T) {
     #[cfg(target_arch = "x86_64")]
     hint::<{ std::arch::x86_64::_MM_HINT_T0 }, T>(value);
     #[cfg(not(target_arch = "x86_64"))]

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// Every point, in protocol order; `--list-fail-points` prints these.
-pub const POINTS: &[&str] = &[
+pub(crate) const POINTS: &[&str] = &[
     "mkdir.after",
     "mkdir.synced.after",
     "run.started.after",
@@ -68,7 +68,7 @@ fn armed() -> Option<&'static Armed> {
 }
 
 /// Crashes here if this point is armed and this is the N-th time it is reached.
-pub fn hit(name: &'static str) {
+pub(crate) fn hit(name: &'static str) {
     debug_assert!(POINTS.contains(&name), "unlisted fail point {name}");
     if let Some(armed) = armed() {
         if armed.name == name && armed.seen.fetch_add(1, Ordering::SeqCst) + 1 == armed.at {
@@ -80,7 +80,7 @@ pub fn hit(name: &'static str) {
 
 /// Rejects an `INGEST_FAIL_POINT` that names no point, so a typo cannot make a crash
 /// test pass by never crashing.
-pub fn check_env() -> anyhow::Result<()> {
+pub(crate) fn check_env() -> anyhow::Result<()> {
     if let Some(armed) = armed() {
         if !POINTS.contains(&armed.name.as_str()) {
             anyhow::bail!(

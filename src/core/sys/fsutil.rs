@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 /// argument about which metadata a reader depends on).
 ///
 /// Survives: a power cut right after the caller journals that the file is complete.
-pub fn sync_file(file: &File, path: &Path) -> Result<()> {
+pub(crate) fn sync_file(file: &File, path: &Path) -> Result<()> {
     file.sync_all()
         .with_context(|| format!("cannot fsync {}", path.display()))
 }
@@ -31,7 +31,7 @@ pub fn sync_file(file: &File, path: &Path) -> Result<()> {
 /// write them all at once while the load waits (about 50 ms for the last checkpoint of
 /// the 1 GB benchmark); written behind as they grow, they are mostly on disk by then.
 /// RocksDB's `bytes_per_sync` does the same for its files.
-pub fn start_writeback(file: &File, end: u64) {
+pub(crate) fn start_writeback(file: &File, end: u64) {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
@@ -52,7 +52,7 @@ pub fn start_writeback(file: &File, end: u64) {
 ///
 /// Survives: a power cut after a rename or create that the journal already relies on;
 /// without it the file's data is safe but the name pointing at it may vanish.
-pub fn sync_dir(dir: &Path) -> Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     let handle =
         File::open(dir).with_context(|| format!("cannot open directory {}", dir.display()))?;
     handle
@@ -82,7 +82,7 @@ fn sync_threads(limit: Option<u64>) -> usize {
 /// the other, the 3,700 fsyncs of a checkpoint of 1,200 partitions took 0.75 s
 /// (`strace -T`). Nothing is made durable out of order: the caller waits for all of
 /// them before the step that relies on them.
-pub fn sync_concurrently<T: Sync, R: Send>(
+pub(crate) fn sync_concurrently<T: Sync, R: Send>(
     items: &[T],
     sync: impl Fn(&T) -> Result<R> + Sync,
 ) -> Result<Vec<R>> {
@@ -144,7 +144,7 @@ pub fn sync_concurrently<T: Sync, R: Send>(
 /// Survives: a power cut that would otherwise keep a staged file's data but lose the
 /// directory that names it (docs/ARCHITECTURE.md, durability rules: every new directory
 /// is fsynced in its parent).
-pub fn create_dir_all_durable(dir: &Path) -> Result<()> {
+pub(crate) fn create_dir_all_durable(dir: &Path) -> Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
@@ -179,7 +179,7 @@ pub fn create_dir_all_durable(dir: &Path) -> Result<()> {
 /// these fsyncs needs another to come first: only the rename must wait for them all. A
 /// directory that already exists is fsynced too: an earlier process may have made it and
 /// crashed before fsyncing its parent, and nothing here can tell.
-pub fn create_dirs_durable<'a>(
+pub(crate) fn create_dirs_durable<'a>(
     dirs: impl IntoIterator<Item = &'a Path>,
     root: &Path,
 ) -> Result<()> {
@@ -225,7 +225,7 @@ fn create_dir_all_unsynced(dir: &Path) -> Result<()> {
 ///
 /// For a directory created on a thread that must not wait on an fsync: the sink's
 /// staging area of each checkpoint, whose parent preCommit fsyncs.
-pub fn create_dir_unsynced(dir: &Path) -> Result<bool> {
+pub(crate) fn create_dir_unsynced(dir: &Path) -> Result<bool> {
     match fs::create_dir(dir) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(false),
@@ -238,7 +238,7 @@ pub fn create_dir_unsynced(dir: &Path) -> Result<bool> {
 /// Survives: a directory created by an earlier process that crashed before fsyncing its
 /// parent. `create_dir_all_durable` skips directories that already exist, so without
 /// this a file published into such a directory could lose its whole path in a power cut.
-pub fn sync_ancestors(dir: &Path, root: &Path) -> Result<()> {
+pub(crate) fn sync_ancestors(dir: &Path, root: &Path) -> Result<()> {
     let mut current = dir.parent();
     while let Some(ancestor) = current {
         if ancestor.as_os_str().is_empty() || !ancestor.starts_with(root) {
@@ -262,7 +262,7 @@ pub fn sync_ancestors(dir: &Path, root: &Path) -> Result<()> {
 /// the manifest) and the power failed before that old write reached the disk, the disk
 /// would hold the consequences without their cause. docs/ARCHITECTURE.md: the journal is
 /// fsynced before anything that depends on it happens, whoever wrote it.
-pub fn settle(path: &Path) -> Result<()> {
+pub(crate) fn settle(path: &Path) -> Result<()> {
     let file = match File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -276,7 +276,7 @@ pub fn settle(path: &Path) -> Result<()> {
 ///
 /// Survives: a power cut that would lose `path`'s own name in its parent, when `path`
 /// was created by an earlier process that may have crashed before fsyncing it.
-pub fn sync_parent(path: &Path) -> Result<()> {
+pub(crate) fn sync_parent(path: &Path) -> Result<()> {
     match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => sync_dir(parent),
         _ => sync_dir(Path::new(".")),
@@ -292,7 +292,7 @@ pub fn sync_parent(path: &Path) -> Result<()> {
 /// stops at the first component that does not exist yet: this process makes the rest.
 /// It checks what is there when the protocol step begins; the directories below the
 /// table are this program's own, so nothing but a deliberate race can swap one later.
-pub fn refuse_symlinks(root: &Path, path: &Path) -> Result<()> {
+pub(crate) fn refuse_symlinks(root: &Path, path: &Path) -> Result<()> {
     let Ok(rel) = path.strip_prefix(root) else {
         anyhow::bail!(
             "{} is not inside the table {}",
@@ -324,7 +324,7 @@ pub fn refuse_symlinks(root: &Path, path: &Path) -> Result<()> {
 }
 
 /// Creates a new file for staged output; fails if the name is taken.
-pub fn create_new(path: &Path) -> Result<File> {
+pub(crate) fn create_new(path: &Path) -> Result<File> {
     OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -333,7 +333,7 @@ pub fn create_new(path: &Path) -> Result<File> {
 }
 
 /// Reopens a staged file to append to it (after the open-file cap closed it).
-pub fn open_append(path: &Path) -> Result<File> {
+pub(crate) fn open_append(path: &Path) -> Result<File> {
     OpenOptions::new()
         .append(true)
         .open(path)
@@ -342,13 +342,13 @@ pub fn open_append(path: &Path) -> Result<File> {
 
 /// Opens a closed staged file again only to fsync it: on Linux an fsync through any
 /// descriptor flushes the file's dirty pages.
-pub fn open_for_sync(path: &Path) -> Result<File> {
+pub(crate) fn open_for_sync(path: &Path) -> Result<File> {
     File::open(path).with_context(|| format!("cannot reopen {} to fsync it", path.display()))
 }
 
 /// Outcome of publishing one staged file.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Published {
+pub(crate) enum Published {
     /// The rename happened now.
     Renamed,
     /// The staged file is gone and the destination exists: an earlier attempt renamed it.
@@ -362,7 +362,7 @@ pub enum Published {
 /// but can leave both names after a crash; that case is recognised (same inode) and
 /// finished. The caller fsyncs the destination directory afterwards: a rename that is
 /// not fsynced can be undone by a power cut.
-pub fn rename_noreplace(from: &Path, to: &Path) -> Result<Published> {
+pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> Result<Published> {
     use rustix::fs::{renameat_with, RenameFlags, CWD};
     match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
         Ok(()) => return Ok(Published::Renamed),
@@ -396,7 +396,7 @@ pub fn rename_noreplace(from: &Path, to: &Path) -> Result<Published> {
 /// Swaps two directories atomically with `renameat2(RENAME_EXCHANGE)`: every lookup of
 /// either path finds the old directory or the new one, never neither. The caller fsyncs
 /// both parents; until then a power cut may undo the swap (recovery then redoes it).
-pub fn exchange(a: &Path, b: &Path) -> Result<()> {
+pub(crate) fn exchange(a: &Path, b: &Path) -> Result<()> {
     use rustix::fs::{renameat_with, RenameFlags, CWD};
     renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE)
         .map_err(io::Error::from)
@@ -405,7 +405,7 @@ pub fn exchange(a: &Path, b: &Path) -> Result<()> {
 
 /// Renames a directory to a name that must not exist (`renameat2(RENAME_NOREPLACE)`);
 /// no fallback: the callers have checked that the filesystem has `renameat2`.
-pub fn rename_dir_noreplace(from: &Path, to: &Path) -> Result<()> {
+pub(crate) fn rename_dir_noreplace(from: &Path, to: &Path) -> Result<()> {
     use rustix::fs::{renameat_with, RenameFlags, CWD};
     renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE)
         .map_err(io::Error::from)
@@ -413,7 +413,7 @@ pub fn rename_dir_noreplace(from: &Path, to: &Path) -> Result<()> {
 }
 
 /// The inode number of a path, or `None` when nothing has that name.
-pub fn inode(path: &Path) -> Result<Option<u64>> {
+pub(crate) fn inode(path: &Path) -> Result<Option<u64>> {
     use std::os::unix::fs::MetadataExt;
     match fs::symlink_metadata(path) {
         Ok(meta) => Ok(Some(meta.ino())),
@@ -441,7 +441,7 @@ fn existing_destination(from: &Path, to: &Path) -> Result<Published> {
 /// Replaces `path` with `bytes` atomically: temp file, fsync, rename, fsync directory.
 ///
 /// Survives: a crash at any instant leaves either the old content or the new, whole.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path
         .parent()
         .context("a state file needs a parent directory")?;
@@ -469,7 +469,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 ///
 /// A removal that a power cut undoes is harmless (recovery removes it again), so the
 /// fsync is for tidiness of what the next run lists, not for correctness.
-pub fn remove_dir_all_durable(dir: &Path) -> Result<()> {
+pub(crate) fn remove_dir_all_durable(dir: &Path) -> Result<()> {
     match fs::remove_dir_all(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -483,7 +483,7 @@ pub fn remove_dir_all_durable(dir: &Path) -> Result<()> {
 
 /// Removes a directory if it is empty and exists (another writer's files may still be
 /// in it: then it stays), then makes the removal durable.
-pub fn remove_dir_if_empty_durable(dir: &Path) -> Result<()> {
+pub(crate) fn remove_dir_if_empty_durable(dir: &Path) -> Result<()> {
     match fs::remove_dir(dir) {
         Ok(()) => {}
         Err(e)
@@ -503,7 +503,7 @@ pub fn remove_dir_if_empty_durable(dir: &Path) -> Result<()> {
 }
 
 /// Removes one file if it exists.
-pub fn remove_file_if_exists(path: &Path) -> Result<()> {
+pub(crate) fn remove_file_if_exists(path: &Path) -> Result<()> {
     match fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -513,14 +513,14 @@ pub fn remove_file_if_exists(path: &Path) -> Result<()> {
 
 /// Shortens a journal to its last valid record, durably, so the torn tail of a crash
 /// is never mistaken for the start of the next record.
-pub fn truncate_durable(file: &File, path: &Path, len: u64) -> Result<()> {
+pub(crate) fn truncate_durable(file: &File, path: &Path, len: u64) -> Result<()> {
     file.set_len(len)
         .with_context(|| format!("cannot truncate {}", path.display()))?;
     sync_file(file, path)
 }
 
 /// Why a lock could not be taken.
-pub enum LockError {
+pub(crate) enum LockError {
     /// Another process holds it; its note (pid, start time) is attached.
     Held(String),
     /// Any other failure.
@@ -530,7 +530,7 @@ pub enum LockError {
 /// Takes an exclusive OS lock on `path` without waiting, then writes `note` into it.
 ///
 /// The OS lock (flock) dies with the process, so a `kill -9` never leaves a stale lock.
-pub fn try_lock(path: &Path, note: &str) -> std::result::Result<File, LockError> {
+pub(crate) fn try_lock(path: &Path, note: &str) -> std::result::Result<File, LockError> {
     use fs2::FileExt;
     let file = OpenOptions::new()
         .read(true)
@@ -564,7 +564,7 @@ pub fn try_lock(path: &Path, note: &str) -> std::result::Result<File, LockError>
 
 /// Takes an exclusive OS lock on `path`, waiting at most 30 s for a holder that keeps it
 /// only for a moment (the table contract's check); fails after that rather than hang.
-pub fn lock_wait(path: &Path) -> Result<File> {
+pub(crate) fn lock_wait(path: &Path) -> Result<File> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         match try_lock(path, "") {
@@ -582,7 +582,7 @@ pub fn lock_wait(path: &Path) -> Result<File> {
 
 /// Raises the soft limit on open files to the hard limit, as databases do: a checkpoint
 /// keeps one staged file open per partition it touches.
-pub fn raise_open_file_limit() {
+pub(crate) fn raise_open_file_limit() {
     use rustix::process::{getrlimit, setrlimit, Resource};
     let mut limit = getrlimit(Resource::Nofile);
     if limit.current < limit.maximum {
@@ -593,7 +593,7 @@ pub fn raise_open_file_limit() {
 }
 
 /// The soft limit on open files (`None`: unlimited), after [`raise_open_file_limit`].
-pub fn open_file_limit() -> Option<u64> {
+pub(crate) fn open_file_limit() -> Option<u64> {
     rustix::process::getrlimit(rustix::process::Resource::Nofile).current
 }
 

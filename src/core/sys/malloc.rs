@@ -19,7 +19,7 @@
 /// Keeps freed memory in the process for reuse: blocks up to 32 MiB come from the heap,
 /// up to 256 MiB of free heap stays mapped, in at most two arenas. Call first thing in
 /// `main`.
-pub fn keep_freed_memory() {
+pub(crate) fn keep_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets allocator parameters, which glibc reads under its own
     // locks; it has no memory-safety preconditions. A value glibc refuses leaves the

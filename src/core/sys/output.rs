@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use anyhow::Result;
 
 /// Writes `text` to stdout and flushes it.
-pub fn print(text: &str) -> Result<()> {
+pub(crate) fn print(text: &str) -> Result<()> {
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
@@ -19,7 +19,7 @@ pub fn print(text: &str) -> Result<()> {
 
 /// Turns a write error on stdout into [`StdoutClosed`] when the reader went away, and
 /// into a plain error otherwise (a full disk behind `> file`).
-pub fn closed_or(err: io::Error) -> anyhow::Error {
+pub(crate) fn closed_or(err: io::Error) -> anyhow::Error {
     if err.kind() == io::ErrorKind::BrokenPipe {
         anyhow::Error::new(StdoutClosed)
     } else {
@@ -29,7 +29,7 @@ pub fn closed_or(err: io::Error) -> anyhow::Error {
 
 /// The reader of stdout closed it before `ingest` had printed everything.
 #[derive(Debug)]
-pub struct StdoutClosed;
+pub(crate) struct StdoutClosed;
 
 impl std::fmt::Display for StdoutClosed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -12,7 +12,7 @@ static STOP: AtomicBool = AtomicBool::new(false);
 static WHICH: AtomicUsize = AtomicUsize::new(0);
 
 /// Installs the handlers. Call once, before any work starts.
-pub fn install() -> Result<()> {
+pub(crate) fn install() -> Result<()> {
     for (signal, code) in [(SIGINT, 130), (SIGTERM, 143)] {
         // Order matters: the conditional exit sees the flag as it was before this signal,
         // so only a second signal exits at once.
@@ -26,7 +26,7 @@ pub fn install() -> Result<()> {
 }
 
 /// The signal that asked the run to stop, if any.
-pub fn requested() -> Option<i32> {
+pub(crate) fn requested() -> Option<i32> {
     if STOP.load(Ordering::Relaxed) {
         Some(WHICH.load(Ordering::Relaxed) as i32)
     } else {
@@ -35,7 +35,7 @@ pub fn requested() -> Option<i32> {
 }
 
 /// The signal's name for messages.
-pub fn name(signal: i32) -> &'static str {
+pub(crate) fn name(signal: i32) -> &'static str {
     match signal {
         SIGINT => "SIGINT",
         SIGTERM => "SIGTERM",

@@ -22,24 +22,24 @@ use crate::state::manifest::{Entry, Manifest, Status};
 
 /// The inputs a load would read, sorted by what the manifest says of them.
 #[derive(Debug, Default)]
-pub struct Plan {
-    pub new: Vec<Fingerprint>,
-    pub loaded: Vec<Fingerprint>,
-    pub changed: Vec<(Fingerprint, crate::state::manifest::Entry)>,
+pub(crate) struct Plan {
+    pub(crate) new: Vec<Fingerprint>,
+    pub(crate) loaded: Vec<Fingerprint>,
+    pub(crate) changed: Vec<(Fingerprint, crate::state::manifest::Entry)>,
     /// New paths whose content is a loaded input's, or an earlier new input's: a copy
     /// or a renamed file; (the input, the path it copies, the run that loaded that).
-    pub copies: Vec<(Fingerprint, String, Option<String>)>,
+    pub(crate) copies: Vec<(Fingerprint, String, Option<String>)>,
     /// Inputs modified within `--min-age`: left for a later run.
-    pub too_new: Vec<Fingerprint>,
+    pub(crate) too_new: Vec<Fingerprint>,
     /// Inputs set aside by an earlier run and unchanged since: skipped.
-    pub in_quarantine: Vec<Fingerprint>,
+    pub(crate) in_quarantine: Vec<Fingerprint>,
     /// New inputs another job of the table loaded: refused, as copies are.
-    pub elsewhere: Vec<other_jobs::LoadedElsewhere>,
+    pub(crate) elsewhere: Vec<other_jobs::LoadedElsewhere>,
 }
 
 /// Sorts the inputs `cfg` offers by what `manifest` (and the manifests of the table's
 /// other jobs) say of them.
-pub fn plan(cfg: &LoadConfig, layout: &JobLayout, manifest: &Manifest) -> Result<Plan> {
+pub(crate) fn plan(cfg: &LoadConfig, layout: &JobLayout, manifest: &Manifest) -> Result<Plan> {
     let mut plan = Plan::default();
     let now_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -66,7 +66,7 @@ pub fn plan(cfg: &LoadConfig, layout: &JobLayout, manifest: &Manifest) -> Result
             Status::New => plan.new.push(fingerprint),
             Status::Loaded => plan.loaded.push(fingerprint),
             Status::Changed(was) => plan.changed.push((fingerprint, was)),
-            Status::Quarantined(_) => plan.in_quarantine.push(fingerprint),
+            Status::Quarantined => plan.in_quarantine.push(fingerprint),
         }
     }
     if !cfg.reload {
@@ -130,7 +130,7 @@ fn find_copies(plan: &mut Plan, manifest: &Manifest) -> Result<()> {
 /// The cast a JSON lines load gets from its sample (`jsonl.rs`): every column whose
 /// sampled values are all integers, numbers, booleans or nested JSON, except columns the
 /// job already types itself (its `[schema]` or a cast stage), whose word is final.
-pub fn json_types(
+pub(crate) fn json_types(
     inputs: &[Fingerprint],
     options: &crate::core::options::RunOptions,
 ) -> Result<Option<StageSpec>> {
@@ -160,7 +160,7 @@ pub fn json_types(
 
 /// `--dry-run`: what a load would do, reading only. A table in a bucket is read through
 /// a read-only copy of the job's state (no lease taken).
-pub fn dry_run(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
+pub(crate) fn dry_run(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
     #[cfg(feature = "s3")]
     if let Some(url) = &cfg.common.remote {
         return crate::state::replica::Remote::with_read_only(

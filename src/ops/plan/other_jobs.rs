@@ -25,17 +25,17 @@ use crate::state::manifest::Manifest;
 
 /// A new input another job of the table loaded.
 #[derive(Debug, Clone)]
-pub struct LoadedElsewhere {
-    pub input: Fingerprint,
-    pub job: String,
-    pub run: String,
+pub(crate) struct LoadedElsewhere {
+    pub(crate) input: Fingerprint,
+    pub(crate) job: String,
+    pub(crate) run: String,
     /// The path that job loaded: the input's own, or another with the same content.
-    pub path: String,
+    pub(crate) path: String,
 }
 
 impl LoadedElsewhere {
     /// Why the input is not loaded, as the run fails with it (or sets it aside).
-    pub fn refusal(&self, job: &str) -> String {
+    pub(crate) fn refusal(&self, job: &str) -> String {
         let what = if self.path == self.input.path {
             String::new()
         } else {
@@ -52,7 +52,7 @@ impl LoadedElsewhere {
 
 /// Moves every new input of `plan` that another job of the table loaded into
 /// `plan.elsewhere`.
-pub fn find(plan: &mut Plan, layout: &JobLayout) -> Result<()> {
+pub(crate) fn find(plan: &mut Plan, layout: &JobLayout) -> Result<()> {
     if plan.new.is_empty() {
         return Ok(());
     }

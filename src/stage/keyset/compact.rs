@@ -45,7 +45,7 @@ enum Probe {
 }
 
 /// A fixed-size set of digests (see the module notes).
-pub struct Compact {
+pub(crate) struct Compact {
     /// The slots, bucket after bucket from `base`; 0 is a free slot.
     words: Pages<u64>,
     /// Index in `words` of bucket 0's first slot, the first on a cache-line boundary.
@@ -61,7 +61,7 @@ pub struct Compact {
 
 impl Compact {
     /// A table for about `keys` keys.
-    pub fn for_keys(keys: usize) -> Compact {
+    pub(crate) fn for_keys(keys: usize) -> Compact {
         let buckets = (keys.saturating_mul(SIZED_LOAD.1) / SIZED_LOAD.0 / SLOTS).max(1) + 1;
         // `vec![0; n]` gets untouched zeroed pages; one line more leaves room to start
         // the buckets on a line boundary.
@@ -81,14 +81,14 @@ impl Compact {
     }
 
     /// Number of digests in the table.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// Looks up every digest of `digests`, in order, adding those not there while the
     /// table takes keys. Pushes to `fresh` whether each one was new; for a digest that
     /// is not there and found the table full, pushes `false` and its index to `absent`.
-    pub fn insert_batch(
+    pub(crate) fn insert_batch(
         &mut self,
         digests: &[u128],
         fresh: &mut Vec<bool>,

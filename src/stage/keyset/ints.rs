@@ -19,7 +19,7 @@ const CHUNK_WORDS: usize = 1 << (CHUNK_SHIFT - 6);
 
 /// A set of non-negative integers (see the module notes).
 #[derive(Default)]
-pub struct IntSet {
+pub(crate) struct IntSet {
     chunks: HashMap<u64, Box<[u64]>, RandomState>,
     len: usize,
 }
@@ -29,7 +29,7 @@ impl IntSet {
     /// without a leading zero (`0` itself is one), at most 18 of them. Each value has
     /// exactly one such spelling, so equal keys give equal values and different keys
     /// different values or none.
-    pub fn value_of(key: &[u8]) -> Option<u64> {
+    pub(crate) fn value_of(key: &[u8]) -> Option<u64> {
         if key.is_empty() || key.len() > 18 || (key[0] == b'0' && key.len() > 1) {
             return None;
         }
@@ -45,7 +45,7 @@ impl IntSet {
     }
 
     /// Adds `value`; true if it was not there yet.
-    pub fn insert(&mut self, value: u64) -> bool {
+    pub(crate) fn insert(&mut self, value: u64) -> bool {
         let chunk = self
             .chunks
             .entry(value >> CHUNK_SHIFT)
@@ -59,18 +59,18 @@ impl IntSet {
     }
 
     /// Number of values in the set.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// False once the set spends more than 8 bytes a value (beyond its first 64 chunks):
     /// by then digests would take less memory.
-    pub fn is_dense(&self) -> bool {
+    pub(crate) fn is_dense(&self) -> bool {
         self.chunks.len() <= 64 || self.chunks.len() * CHUNK_WORDS <= self.len
     }
 
     /// Every value in the set, in no particular order.
-    pub fn values(&self) -> impl Iterator<Item = u64> + '_ {
+    pub(crate) fn values(&self) -> impl Iterator<Item = u64> + '_ {
         self.chunks.iter().flat_map(|(&number, words)| {
             words.iter().enumerate().flat_map(move |(i, &word)| {
                 (0..64)

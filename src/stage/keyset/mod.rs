@@ -21,7 +21,7 @@
 //! wide one gets only keys the compact table does not have.
 
 mod compact;
-pub mod ints;
+pub(crate) mod ints;
 mod pages;
 mod wide;
 
@@ -33,7 +33,7 @@ const AHEAD: usize = 16;
 
 /// A set of 128-bit digests.
 #[derive(Default)]
-pub struct KeySet {
+pub(crate) struct KeySet {
     compact: Option<Compact>,
     wide: Wide,
     /// Reused buffers for the keys the compact table turned away.
@@ -44,13 +44,13 @@ pub struct KeySet {
 
 impl KeySet {
     /// Number of digests in the set.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.compact.as_ref().map_or(0, Compact::len) + self.wide.len()
     }
 
     /// Makes room for about `keys` more digests: a compact table for them if the set is
     /// still empty, else room in the wide table.
-    pub fn expect(&mut self, keys: usize) {
+    pub(crate) fn expect(&mut self, keys: usize) {
         if self.len() == 0 && self.compact.is_none() && keys > 0 {
             self.compact = Some(Compact::for_keys(keys));
         } else {
@@ -60,7 +60,7 @@ impl KeySet {
 
     /// Inserts every digest of `digests`, in order, pushing to `fresh` whether each one
     /// was new (a digest repeated within the batch is new only the first time).
-    pub fn insert_batch(&mut self, digests: &[u128], fresh: &mut Vec<bool>) {
+    pub(crate) fn insert_batch(&mut self, digests: &[u128], fresh: &mut Vec<bool>) {
         let Some(compact) = &mut self.compact else {
             self.wide.insert_batch(digests, fresh);
             return;

@@ -17,7 +17,7 @@ use std::ops::{Deref, DerefMut};
 use std::thread::JoinHandle;
 
 /// A table's items, in memory that is being populated (see the module notes).
-pub struct Pages<T> {
+pub(crate) struct Pages<T> {
     items: Vec<T>,
     /// The thread populating the pages of `items`, if it may still be running.
     populating: Option<JoinHandle<()>>,
@@ -26,7 +26,7 @@ pub struct Pages<T> {
 impl<T> Pages<T> {
     /// Takes over `items`, freshly allocated zeroed (`vec![0; n]` and the like, which
     /// get pages from the kernel untouched), and has a large table's pages populated.
-    pub fn new(items: Vec<T>) -> Pages<T> {
+    pub(crate) fn new(items: Vec<T>) -> Pages<T> {
         let populating = populate(&items);
         Pages { items, populating }
     }

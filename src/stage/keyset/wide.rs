@@ -40,7 +40,7 @@ fn slot_of(digest: u128) -> Slot {
 }
 
 /// A set of 128-bit digests (told apart by 96 of their bits).
-pub struct Wide {
+pub(crate) struct Wide {
     /// The slot value equal to `EMPTY` lives in `has_empty` instead.
     slots: Pages<Slot>,
     len: usize,
@@ -64,13 +64,13 @@ impl Default for Wide {
 
 impl Wide {
     /// Number of digests in the set.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// Inserts every digest of `digests`, in order, pushing to `fresh` whether each one
     /// was new (a digest repeated within the batch is new only the first time).
-    pub fn insert_batch(&mut self, digests: &[u128], fresh: &mut Vec<bool>) {
+    pub(crate) fn insert_batch(&mut self, digests: &[u128], fresh: &mut Vec<bool>) {
         self.reserve(digests.len());
         let mut homes = std::mem::take(&mut self.homes);
         homes.clear();
@@ -87,7 +87,7 @@ impl Wide {
     /// Makes room for `additional` more digests (so no batch grows the table midway):
     /// when the table is empty (sized once for a whole load), a table they fill to 4/5,
     /// else at least twice the old size.
-    pub fn reserve(&mut self, additional: usize) {
+    pub(crate) fn reserve(&mut self, additional: usize) {
         let needed = self.len.saturating_add(additional);
         if needed.saturating_mul(MAX_LOAD.1) <= self.slots.len() * MAX_LOAD.0 {
             return;

@@ -49,38 +49,38 @@ const OPEN_ATTEMPTS: usize = 5;
 
 /// One loaded input, or one set aside.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Entry {
-    pub fingerprint: Fingerprint,
+pub(crate) struct Entry {
+    pub(crate) fingerprint: Fingerprint,
     /// The content hash of a loaded input ("0" for one set aside: never read whole).
-    pub hash: String,
-    pub run_id: String,
+    pub(crate) hash: String,
+    pub(crate) run_id: String,
     /// Set aside by `--on-bad-input quarantine` (`quarantine.rs`), not loaded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub quarantine: Option<SetAside>,
+    pub(crate) quarantine: Option<SetAside>,
 }
 
 /// Why an input was set aside, and which of its lines are in the table anyway.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SetAside {
-    pub reason: String,
+pub(crate) struct SetAside {
+    pub(crate) reason: String,
     /// The input's rows up to and including this line are in the table; 0 when none are.
-    pub committed_through_line: u64,
+    pub(crate) committed_through_line: u64,
     /// Rows from this path are in the table: some of its lines (above), or the whole
     /// of an earlier content (a loaded input that changed). Once it changes it is then
     /// a changed input, never a new one: loading it whole would repeat those rows.
     #[serde(default)]
-    pub rows_in_table: bool,
+    pub(crate) rows_in_table: bool,
 }
 
 /// What the manifest says about an input.
 #[derive(Debug)]
-pub enum Status {
+pub(crate) enum Status {
     New,
     Loaded,
     /// Loaded before, with other content.
     Changed(Entry),
     /// Set aside, and unchanged since.
-    Quarantined(Entry),
+    Quarantined,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -105,7 +105,7 @@ struct V1 {
 
 /// The loaded inputs of one job.
 #[derive(Debug, Default)]
-pub struct Manifest {
+pub(crate) struct Manifest {
     head: Head,
     /// Open segments, oldest first (as `head.segments`).
     segments: Vec<Segment>,
@@ -124,13 +124,13 @@ impl Manifest {
     /// first makes the head durable, file and name, since the process that renamed it
     /// into place may have crashed before fsyncing its directory (see `fsutil::settle`).
     /// The segments it names were fsynced, with their directory, before it was written.
-    pub fn load_settled(path: &Path) -> Result<Manifest> {
+    pub(crate) fn load_settled(path: &Path) -> Result<Manifest> {
         fsutil::settle(path)?;
         Manifest::load(path)
     }
 
     /// Opens the manifest whose head is `path`; a missing one is empty.
-    pub fn load(path: &Path) -> Result<Manifest> {
+    pub(crate) fn load(path: &Path) -> Result<Manifest> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -205,7 +205,7 @@ impl Manifest {
     }
 
     /// True when some loaded input has this size: only then can a new input be a copy.
-    pub fn has_size(&self, size: u64) -> Result<bool> {
+    pub(crate) fn has_size(&self, size: u64) -> Result<bool> {
         for segment in &self.segments {
             if segment.has_size(size)? {
                 return Ok(true);
@@ -219,7 +219,7 @@ impl Manifest {
 
     /// A loaded input with this size and content hash (whose path still holds that
     /// content: a later reload of the path with other content supersedes it).
-    pub fn copy_of(&self, size: u64, hash: &str) -> Result<Option<Entry>> {
+    pub(crate) fn copy_of(&self, size: u64, hash: &str) -> Result<Option<Entry>> {
         let wanted =
             u128::from_str_radix(hash, 16).with_context(|| format!("bad hash {hash:?}"))?;
         let mut candidates = Vec::new();
@@ -244,29 +244,29 @@ impl Manifest {
     }
 
     /// The entry of the input at `path` if it is loaded (not set aside).
-    pub fn loaded(&self, path: &str) -> Result<Option<Entry>> {
+    pub(crate) fn loaded(&self, path: &str) -> Result<Option<Entry>> {
         Ok(self.find(path)?.filter(|e| e.quarantine.is_none()))
     }
 
     /// The run that loaded the input at `path`, if one did.
-    pub fn loaded_by(&self, path: &str) -> Result<Option<String>> {
+    pub(crate) fn loaded_by(&self, path: &str) -> Result<Option<String>> {
         Ok(self.find(path)?.map(|e| e.run_id))
     }
 
     /// Number of loaded inputs.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.head.total
     }
 
     /// True when nothing is loaded yet.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.head.total == 0
     }
 
     /// Classifies an input. Unchanged metadata means loaded; changed metadata asks
     /// `same_content` (which may hash the input whole), so a file that was merely touched
     /// is still recognised as loaded.
-    pub fn status(
+    pub(crate) fn status(
         &self,
         input: &Fingerprint,
         same_content: impl FnOnce(&Entry) -> Result<bool>,
@@ -276,7 +276,7 @@ impl Manifest {
         };
         if let Some(set_aside) = &entry.quarantine {
             return Ok(if entry.fingerprint.same_metadata(input) {
-                Status::Quarantined(entry)
+                Status::Quarantined
             } else if set_aside.rows_in_table {
                 Status::Changed(entry)
             } else {
@@ -294,7 +294,7 @@ impl Manifest {
 
     /// Adds a finished run's loaded inputs: a new segment, merges, then the new head,
     /// atomically. An aborted run loaded nothing: the manifest stays as it is.
-    pub fn fold(&mut self, path: &Path, log: &RunLog) -> Result<()> {
+    pub(crate) fn fold(&mut self, path: &Path, log: &RunLog) -> Result<()> {
         if self.head.folded_run.as_deref() == Some(log.started.run_id.as_str()) || log.aborted {
             return Ok(());
         }
@@ -347,7 +347,7 @@ impl Manifest {
     /// table refuses), each with whether rows of its path are in the table (a loaded
     /// input that changed), under the id `id`, as a fold of their own: durable before the
     /// run that left them out starts, and done at most once per id.
-    pub fn quarantine(
+    pub(crate) fn quarantine(
         &mut self,
         path: &Path,
         id: &str,
@@ -374,7 +374,7 @@ impl Manifest {
 
     /// Every input set aside and not loaded since, newest entry per path, for `--status`.
     /// Reads the whole manifest.
-    pub fn quarantined(&self) -> Result<Vec<Entry>> {
+    pub(crate) fn quarantined(&self) -> Result<Vec<Entry>> {
         let mut newest: BTreeMap<String, Entry> = BTreeMap::new();
         if let Some(v1) = &self.v1 {
             newest.extend(v1.entries.clone());

@@ -56,7 +56,7 @@ const SEARCH_STEPS: usize = 65;
 
 /// An open segment.
 #[derive(Debug)]
-pub struct Segment {
+pub(crate) struct Segment {
     bytes: Arc<dyn ReadAt>,
     path: PathBuf,
     count: u64,
@@ -103,7 +103,7 @@ struct Content {
 impl Segment {
     /// Opens a segment (a file, or a reference to one in a bucket) and checks its
     /// footer.
-    pub fn open(path: &Path) -> Result<Segment> {
+    pub(crate) fn open(path: &Path) -> Result<Segment> {
         let bytes = open_read_at(path)
             .with_context(|| format!("cannot open manifest segment {}", path.display()))?;
         Segment::over(Arc::from(bytes), path)
@@ -179,7 +179,7 @@ impl Segment {
     }
 
     /// Entries in the segment.
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.count
     }
 
@@ -250,7 +250,7 @@ impl Segment {
     }
 
     /// The entry for `path`: the filter, then a binary search of the path index.
-    pub fn find(&self, path: &str) -> Result<Option<Entry>> {
+    pub(crate) fn find(&self, path: &str) -> Result<Option<Entry>> {
         if !self.may_hold(path) {
             return Ok(None);
         }
@@ -298,7 +298,7 @@ impl Segment {
     }
 
     /// True when some entry has this size: the size filter, then the content index.
-    pub fn has_size(&self, size: u64) -> Result<bool> {
+    pub(crate) fn has_size(&self, size: u64) -> Result<bool> {
         if let Some(sizes) = &self.sizes {
             if !all_set(sizes, size_bits(size, sizes.len() as u64)) {
                 return Ok(false);
@@ -309,7 +309,7 @@ impl Segment {
     }
 
     /// The entries of this size and content hash.
-    pub fn with_content(&self, size: u64, hash: u128) -> Result<Vec<Entry>> {
+    pub(crate) fn with_content(&self, size: u64, hash: u128) -> Result<Vec<Entry>> {
         let mut out = Vec::new();
         let mut at = self.lower_bound(size, hash)?;
         while at < self.count {
@@ -324,7 +324,7 @@ impl Segment {
     }
 
     /// Every entry, in path order, read sequentially (for a merge).
-    pub fn entries(&self) -> Result<Entries> {
+    pub(crate) fn entries(&self) -> Result<Entries> {
         let sequential = Sequential {
             bytes: self.bytes.clone(),
             at: MAGIC.len() as u64,
@@ -357,7 +357,7 @@ impl Read for Sequential {
 }
 
 /// A segment's entries in path order.
-pub struct Entries {
+pub(crate) struct Entries {
     reader: BufReader<Sequential>,
     left: u64,
     path: PathBuf,
@@ -392,7 +392,7 @@ impl Iterator for Entries {
 /// Writes a segment of `entries` (strictly increasing paths) at `path`, durably: temp
 /// file, fsync, rename, fsync of the directory. Memory: 40 bytes per entry for the
 /// indexes, whatever the entries' size.
-pub fn write(path: &Path, entries: impl Iterator<Item = Result<Entry>>) -> Result<u64> {
+pub(crate) fn write(path: &Path, entries: impl Iterator<Item = Result<Entry>>) -> Result<u64> {
     let dir = path
         .parent()
         .context("a manifest segment needs a directory")?;

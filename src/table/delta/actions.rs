@@ -14,7 +14,7 @@ use crate::sink::partition::{unescape, DEFAULT_PARTITION};
 
 /// The `add` actions of a checkpoint's data files (its rejects file stays outside the
 /// table). `fields` are the table's, for the partition columns' types.
-pub fn adds(
+pub(crate) fn adds(
     checkpoint: &Checkpoint,
     partition_by: &[String],
     fields: &[StructField],

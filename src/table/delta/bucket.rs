@@ -27,7 +27,7 @@ use url::Url;
 use crate::core::url::ObjectUrl;
 
 /// The table's URL for delta-rs: `s3://BUCKET/KEY/`.
-pub fn table_url(target: &ObjectUrl) -> Result<Url> {
+pub(crate) fn table_url(target: &ObjectUrl) -> Result<Url> {
     let key = target.key.trim_end_matches('/');
     let text = if key.is_empty() {
         format!("s3://{}/", target.bucket)
@@ -38,7 +38,7 @@ pub fn table_url(target: &ObjectUrl) -> Result<Url> {
 }
 
 /// Makes `s3://` URLs known to delta-rs: the object store and the log store behind them.
-pub fn register() -> Result<()> {
+pub(crate) fn register() -> Result<()> {
     static REGISTERED: OnceLock<()> = OnceLock::new();
     let scheme = Url::parse("s3://").map_err(|e| anyhow!("s3:// is not a URL: {e}"))?;
     REGISTERED.get_or_init(|| {

@@ -43,7 +43,7 @@ fn runtime() -> Result<&'static Runtime> {
 }
 
 /// A Delta table's log, loaded at its latest version.
-pub struct Log {
+pub(crate) struct Log {
     table: DeltaTable,
     /// The log's directory, for a table in a directory; `None` in a bucket, where a
     /// commit the store acknowledged is durable.
@@ -53,9 +53,9 @@ pub struct Log {
 
 /// The table's Delta version and the job's last transaction version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Status {
-    pub version: u64,
-    pub txn: Option<i64>,
+pub(crate) struct Status {
+    pub(crate) version: u64,
+    pub(crate) txn: Option<i64>,
 }
 
 /// Where the table's log is: its URL for delta-rs, and, for a table in a directory,
@@ -88,13 +88,13 @@ fn in_bucket(target: &crate::core::url::ObjectUrl) -> Result<(url::Url, Option<P
 }
 
 /// Opens the table's log; a table without one is an error.
-pub fn open(layout: &JobLayout) -> Result<Log> {
+pub(crate) fn open(layout: &JobLayout) -> Result<Log> {
     try_open(layout)?.ok_or_else(|| anyhow!("{} has no Delta log", layout.table_name()))
 }
 
 /// Opens the table's log, if it has one: a `_delta_log/` holding at least one commit
 /// (a crash while the first load created the table can leave it empty).
-pub fn try_open(layout: &JobLayout) -> Result<Option<Log>> {
+pub(crate) fn try_open(layout: &JobLayout) -> Result<Option<Log>> {
     let (url, dir) = location(layout)?;
     if let Some(dir) = &dir {
         if !has_commits(dir)? {
@@ -136,7 +136,7 @@ fn has_commits(dir: &std::path::Path) -> Result<bool> {
 /// `txn { app, version }` in that same first commit (version 0, settled): a run's first
 /// checkpoint, so that a table nobody committed to has no log. `None` when another
 /// writer created the table first: the caller checks it and commits on top.
-pub fn create_with(
+pub(crate) fn create_with(
     layout: &JobLayout,
     fields: &[StructField],
     partition_by: &[String],
@@ -197,7 +197,7 @@ fn sorted(
 }
 
 /// The table's version and the job's transaction version, if the table has a log.
-pub fn status(layout: &JobLayout) -> Result<Option<Status>> {
+pub(crate) fn status(layout: &JobLayout) -> Result<Option<Status>> {
     let Some(log) = try_open(layout)? else {
         return Ok(None);
     };
@@ -209,22 +209,22 @@ pub fn status(layout: &JobLayout) -> Result<Option<Status>> {
 
 impl Log {
     /// The version this log was loaded at.
-    pub fn version(&self) -> u64 {
+    pub(crate) fn version(&self) -> u64 {
         self.table.version().unwrap_or(0)
     }
 
     /// The table's fields, partition columns included.
-    pub fn schema(&self) -> Result<Vec<StructField>> {
+    pub(crate) fn schema(&self) -> Result<Vec<StructField>> {
         Ok(self.state()?.schema().fields().cloned().collect())
     }
 
     /// The table's partition columns, in order.
-    pub fn partition_columns(&self) -> Result<Vec<String>> {
+    pub(crate) fn partition_columns(&self) -> Result<Vec<String>> {
         Ok(self.state()?.metadata().partition_columns().to_vec())
     }
 
     /// The last transaction version of app `app` in the table, if it has one.
-    pub fn txn_version(&self, app: &str) -> Result<Option<i64>> {
+    pub(crate) fn txn_version(&self, app: &str) -> Result<Option<i64>> {
         let state = self.state()?;
         let store = self.table.log_store();
         runtime()?
@@ -234,7 +234,7 @@ impl Log {
 
     /// One commit: `adds` and `txn { app, version }`, retried past other writers'
     /// commits as the Delta protocol says. Returns the log version it got.
-    pub fn commit_adds(
+    pub(crate) fn commit_adds(
         &mut self,
         adds: Vec<Add>,
         app: &str,
@@ -248,7 +248,7 @@ impl Log {
 
     /// The commit of an overwrite: removes every file of the partitions that `adds` go
     /// to (by their partition values), adds them, and `txn { app, version }`.
-    pub fn commit_overwrite(
+    pub(crate) fn commit_overwrite(
         &mut self,
         adds: Vec<Add>,
         app: &str,
@@ -303,7 +303,7 @@ impl Log {
 
     /// Adds `fields` after the table's (a commit of their own, settled), and returns
     /// the table at that commit. Files written before it read them as nulls.
-    pub fn add_columns(self, fields: Vec<StructField>) -> Result<Log> {
+    pub(crate) fn add_columns(self, fields: Vec<StructField>) -> Result<Log> {
         self.settle_log()?;
         let Log { table, dir, name } = self;
         let names: Vec<String> = fields.iter().map(|f| f.name().to_string()).collect();
@@ -317,7 +317,7 @@ impl Log {
 
     /// Makes log version `version` durable with its name, and the checkpoint delta-rs
     /// may have written with it.
-    pub fn settle_version(&self, version: u64) -> Result<()> {
+    pub(crate) fn settle_version(&self, version: u64) -> Result<()> {
         let Some(dir) = &self.dir else {
             return Ok(());
         };
@@ -334,7 +334,7 @@ impl Log {
     /// one that a power cut can still take away would leave a gap in the versions, which
     /// no reader can read past. The first call in a process settles the whole log; later
     /// ones only what appeared since.
-    pub fn settle_log(&self) -> Result<()> {
+    pub(crate) fn settle_log(&self) -> Result<()> {
         let Some(dir) = &self.dir else {
             return Ok(());
         };
@@ -382,7 +382,7 @@ impl Log {
     /// Removes from the table, in one commit, those files of `paths` (table-relative)
     /// that its current version has; returns how many and their rows. A repeat finds
     /// none and commits nothing.
-    pub fn commit_removes(
+    pub(crate) fn commit_removes(
         &mut self,
         paths: &std::collections::HashSet<String>,
     ) -> Result<(u64, u64)> {

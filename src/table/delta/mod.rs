@@ -58,15 +58,15 @@ use crate::core::records::{Checkpoint, Record, RunLog, RunStarted};
 use crate::core::schema::Schema;
 use crate::core::sys::failpoint;
 
-pub use log::Status;
+pub(crate) use log::Status;
 
 /// The app id of a job's transactions in the Delta log.
-pub fn app_id(job: &str) -> String {
+pub(crate) fn app_id(job: &str) -> String {
     format!("ingest:{job}")
 }
 
 /// The transaction version of checkpoint `checkpoint` of a run whose base is `base`.
-pub fn txn_version(base: i64, checkpoint: u64) -> Result<i64> {
+pub(crate) fn txn_version(base: i64, checkpoint: u64) -> Result<i64> {
     i64::try_from(checkpoint)
         .ok()
         .and_then(|n| base.checked_add(n))
@@ -83,7 +83,7 @@ const ADD_COLUMNS_ATTEMPTS: usize = 3;
 /// job's last transaction version, 0 if it has none). A table without a log is not
 /// created here: the fields to create it with are returned, to journal with the run,
 /// and its first commit creates it ([`commit`]).
-pub fn begin(
+pub(crate) fn begin(
     layout: &JobLayout,
     schema: &Schema,
     partition_by: &[String],
@@ -115,7 +115,7 @@ pub fn begin(
 
 /// commit, step 2 and 3: the Delta commit that makes checkpoint `checkpoint` of `run`
 /// visible, unless it was made before. Idempotent, so recovery runs the same code.
-pub fn commit(layout: &JobLayout, run: &RunStarted, checkpoint: &Checkpoint) -> Result<()> {
+pub(crate) fn commit(layout: &JobLayout, run: &RunStarted, checkpoint: &Checkpoint) -> Result<()> {
     let Some(base) = run.delta_txn_base else {
         bail!(
             "run {} of a Delta table has no transaction base in its journal",
@@ -206,7 +206,11 @@ fn created_by(
 ///    of a file this commit removes is one, and the run stops, for `--recover` to
 ///    replace the partitions again from a newer version.
 /// 4. Journal `Exchanged`.
-pub fn replace_partitions(layout: &JobLayout, log: &RunLog, journal: Journaled<'_>) -> Result<()> {
+pub(crate) fn replace_partitions(
+    layout: &JobLayout,
+    log: &RunLog,
+    journal: Journaled<'_>,
+) -> Result<()> {
     if log.exchanged {
         return Ok(());
     }
@@ -268,7 +272,7 @@ pub fn replace_partitions(layout: &JobLayout, log: &RunLog, journal: Journaled<'
 /// `--abort`: removes the run's data files (`files`, as its journal names them) from
 /// the table's current version in one commit; returns (files, rows) removed. A repeat
 /// after a crash finds them gone and commits nothing.
-pub fn uncommit(layout: &JobLayout, files: &[&StagedFile]) -> Result<(u64, u64)> {
+pub(crate) fn uncommit(layout: &JobLayout, files: &[&StagedFile]) -> Result<(u64, u64)> {
     let Some(mut table) = log::try_open(layout)? else {
         return Ok((0, 0));
     };
@@ -282,7 +286,7 @@ pub fn uncommit(layout: &JobLayout, files: &[&StagedFile]) -> Result<(u64, u64)>
 
 /// The table's Delta version and the job's last transaction version, if the table has
 /// a Delta log.
-pub fn status(layout: &JobLayout) -> Result<Option<Status>> {
+pub(crate) fn status(layout: &JobLayout) -> Result<Option<Status>> {
     log::status(layout)
 }
 
@@ -302,7 +306,7 @@ mod tests {
 
 /// A Delta Lake table: a commit in the log makes files part of it.
 #[derive(Debug)]
-pub struct Delta;
+pub(crate) struct Delta;
 
 impl Format for Delta {
     fn begin(

@@ -9,7 +9,7 @@ use crate::core::schema::{ColumnType, Schema};
 
 /// The load's columns (partition columns included, in order) as Delta fields. Every
 /// field is nullable: an empty CSV field or a JSON null is a null.
-pub fn fields(schema: &Schema) -> Result<Vec<StructField>> {
+pub(crate) fn fields(schema: &Schema) -> Result<Vec<StructField>> {
     schema
         .columns
         .iter()
@@ -33,7 +33,7 @@ fn data_type(ty: ColumnType) -> Result<DataType> {
 
 /// Fails, showing both sides, unless the table's fields and partition columns are the
 /// load's: same names, types and order.
-pub fn check(
+pub(crate) fn check(
     table: &[StructField],
     table_partitions: &[String],
     load: &[StructField],
@@ -59,7 +59,7 @@ pub fn check(
 /// The fields a load adds to the table's (`--evolve add-columns`): when the load's
 /// fields are the table's, in order with the same types, followed by new ones, and the
 /// partitioning is the same. `None` for any other difference, and for none.
-pub fn added(
+pub(crate) fn added(
     table: &[StructField],
     table_partitions: &[String],
     load: &[StructField],
