@@ -2,7 +2,7 @@
 """Deterministic, realistic orders data for benchmarks.
 
     gen_orders.py OUT_DIR --mb 100 [--files 4] [--seed 1] [--shape quoted|plain]
-    gen_orders.py OUT_DIR --rows 1000000
+    gen_orders.py OUT_DIR --rows 1000000 [--customer-id]
 
 Columns: order_id, ts, dt, customer, email, country (~40 values), amount, currency,
 status, note. About 30 days of timestamps; quoted fields with commas, quotes and
@@ -11,6 +11,10 @@ newlines; some unicode. The same arguments always give the same bytes.
 `--shape plain` is the second data shape: the same columns and value mix, but names and
 notes without commas, quotes or line ends, so no field is quoted, as in most machine
 exports (the default shape quotes about half the records).
+
+`--customer-id` adds a last column, customer_id (uniform over 100,000 customers), for
+loads partitioned by a customer bucket (bench/partitions.py); without it the bytes are
+those of earlier versions.
 """
 import argparse, csv, os, random
 
@@ -34,6 +38,7 @@ def main():
     ap.add_argument("--files", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--shape", choices=["quoted", "plain"], default="quoted")
+    ap.add_argument("--customer-id", action="store_true")
     args = ap.parse_args()
     names, notes = (NAMES, NOTES) if args.shape == "quoted" else (PLAIN_NAMES, PLAIN_NOTES)
     if (args.mb is None) == (args.rows is None):
@@ -50,7 +55,7 @@ def main():
         with open(path, "w", newline="", encoding="utf-8") as out:
             w = csv.writer(out, lineterminator="\n")
             w.writerow(["order_id", "ts", "dt", "customer", "email", "country", "amount",
-                        "currency", "status", "note"])
+                        "currency", "status", "note"] + (["customer_id"] if args.customer_id else []))
             written = 0
             while True:
                 if per_file_rows is not None and (written >= per_file_rows or rows_left <= 0):
@@ -62,7 +67,8 @@ def main():
                 name = rng.choice(names)
                 w.writerow([oid, ts, f"2026-10-{day:02d}", name, f"user{rng.randrange(10**6)}@example.com",
                             rng.choice(COUNTRIES), f"{rng.randrange(100, 1000000) / 100:.2f}",
-                            rng.choice(("EUR", "USD", "JPY")), rng.choice(STATUS), rng.choice(notes)])
+                            rng.choice(("EUR", "USD", "JPY")), rng.choice(STATUS), rng.choice(notes)]
+                           + ([rng.randrange(100_000)] if args.customer_id else []))
                 oid += 1
                 written += 1
                 if rows_left is not None:

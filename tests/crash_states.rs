@@ -164,10 +164,67 @@ fn power_cuts_during_a_load_lose_no_row() {
     explore(&w, &history, (LOAD, &expected), &promise, "a load");
 }
 
+/// Every step that makes files durable takes one `syncfs` of the table's filesystem
+/// instead of an fsync of each file and directory (what a checkpoint of hundreds of
+/// partitions does): the staged files, their staging area and the published partitions
+/// are durable when the journal relies on them all the same.
+#[test]
+fn power_cuts_during_a_load_made_durable_by_syncfs_lose_no_row() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let history = explorer::record(
+        w.dir.path(),
+        "t",
+        &[Invocation {
+            program: None,
+            args: LOAD,
+            env: &[("INGEST_SYNCFS_FROM", "1")],
+        }],
+    );
+    assert!(history.statuses[0].success(), "{}", history.stderrs[0]);
+    let syncfs = history
+        .steps
+        .iter()
+        .filter(|s| s.what.contains("syncfs"))
+        .count();
+    assert!(
+        syncfs >= 4,
+        "{syncfs} syncfs calls: the bulk path was not taken"
+    );
+    let expected = expected(&w);
+    let promise = Promise {
+        rows: &expected,
+        what: "the load",
+    };
+    explore(
+        &w,
+        &history,
+        (LOAD, &expected),
+        &promise,
+        "a load with syncfs",
+    );
+}
+
+/// A recovery that publishes with one `syncfs`, after a kill -9 mid-commit.
+#[test]
+fn power_cuts_during_a_recovery_made_durable_by_syncfs_lose_no_row() {
+    killed_then_with(
+        "commit.mid:2",
+        &["-t", "t", "--recover"],
+        &[("INGEST_SYNCFS_FROM", "1")],
+        "kill -9 mid-commit, then --recover, with syncfs",
+    );
+}
+
 /// The load killed at fail point `point`, then `then` (a recovery or an abort) to the
 /// end: power cuts anywhere in the two, the killed process's unsynced operations
 /// included (a kill -9 keeps them in the page cache, a power cut may not).
 fn killed_then(point: &str, then: &[&str], what: &str) {
+    killed_then_with(point, then, &[], what);
+}
+
+/// [`killed_then`] with `env` set for both commands.
+fn killed_then_with(point: &str, then: &[&str], env: &[(&str, &str)], what: &str) {
     let w = Workdir::new();
     w.fixture("orders");
     let history = explorer::record(
@@ -177,12 +234,12 @@ fn killed_then(point: &str, then: &[&str], what: &str) {
             Invocation {
                 program: None,
                 args: LOAD,
-                env: &[("INGEST_FAIL_POINT", point)],
+                env: &[env, &[("INGEST_FAIL_POINT", point)]].concat(),
             },
             Invocation {
                 program: None,
                 args: then,
-                env: &[],
+                env,
             },
         ],
     );

@@ -37,6 +37,19 @@ enum Call {
     /// `unlinkat(dirfd, name)`: the directory's path (strace -y) joined with the name;
     /// `unlink(path)` and `rmdir(path)`: the path.
     Unlink(String),
+    /// `syncfs`: every file and directory of the (one) filesystem made durable.
+    SyncFs,
+}
+
+impl Call {
+    /// True when this call makes `path` durable: its fsync, or a `syncfs`.
+    fn syncs(&self, path: &str) -> bool {
+        match self {
+            Call::Sync(p) => p == path,
+            Call::SyncFs => true,
+            _ => false,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -101,6 +114,8 @@ fn parse(trace: &str) -> Vec<Event> {
         }
         let call = if text.starts_with("fsync(") || text.starts_with("fdatasync(") {
             fd_path(&text).map(Call::Sync)
+        } else if text.starts_with("syncfs(") {
+            Some(Call::SyncFs)
         } else if text.starts_with("write(") {
             fd_path(&text).map(Call::Write)
         } else if text.starts_with("renameat2(")
@@ -146,11 +161,12 @@ fn parent(path: &str) -> String {
         .to_string()
 }
 
-/// The first fsync of `path` that completes after `after` (a trace line index).
+/// The end of the first fsync of `path` (or syncfs) that began after `after` (a trace
+/// line index): one that began earlier may have missed what happened at `after`.
 fn synced_after(events: &[Event], path: &str, after: usize) -> Option<usize> {
     events
         .iter()
-        .filter(|e| matches!(&e.call, Call::Sync(p) if p == path) && e.end > after)
+        .filter(|e| e.call.syncs(path) && e.start > after)
         .map(|e| e.end)
         .min()
 }
@@ -161,7 +177,7 @@ fn strace(w: &Workdir, args: &[&str], env: Option<(&str, &str)>) -> String {
     cmd.args(["-f", "-y", "-s", "64", "-o"]).arg(&trace);
     cmd.args([
         "-e",
-        "trace=fsync,fdatasync,write,rename,renameat,renameat2,mkdir,mkdirat,unlink,unlinkat,rmdir",
+        "trace=fsync,fdatasync,syncfs,write,rename,renameat,renameat2,mkdir,mkdirat,unlink,unlinkat,rmdir",
     ]);
     cmd.arg(bin()).args(args).current_dir(w.dir.path());
     for (key, _) in std::env::vars_os() {
@@ -223,18 +239,25 @@ fn check(trace: &str, table: &Path) {
                 complete_end.insert(c.checkpoint, durable);
                 for f in &c.files {
                     let staged = job.join(&f.staged).to_str().unwrap().to_string();
-                    let synced = events.iter().any(|e| {
-                        matches!(&e.call, Call::Sync(p) if *p == staged) && e.end < write.start
-                    });
+                    // The fsync (or syncfs) began after the file's last write returned.
+                    let written = events
+                        .iter()
+                        .filter(|e| matches!(&e.call, Call::Write(p) if *p == staged))
+                        .map(|e| e.end)
+                        .max()
+                        .unwrap_or(0);
+                    let synced = events
+                        .iter()
+                        .any(|e| e.call.syncs(&staged) && e.start > written && e.end < write.start);
                     assert!(
                         synced,
                         "rule 1: {staged} not fsynced before CheckpointComplete({})",
                         c.checkpoint
                     );
                     let dir = parent(&staged);
-                    let dir_synced = events.iter().any(|e| {
-                        matches!(&e.call, Call::Sync(p) if *p == dir) && e.end < write.start
-                    });
+                    let dir_synced = events
+                        .iter()
+                        .any(|e| e.call.syncs(&dir) && e.end < write.start);
                     assert!(
                         dir_synced,
                         "rule 1: staging dir {dir} not fsynced before CheckpointComplete"
@@ -243,9 +266,9 @@ fn check(trace: &str, table: &Path) {
                 }
                 for s in &c.snapshots {
                     let snap = job.join(&s.file).to_str().unwrap().to_string();
-                    let synced = events.iter().any(|e| {
-                        matches!(&e.call, Call::Sync(p) if *p == snap) && e.end < write.start
-                    });
+                    let synced = events
+                        .iter()
+                        .any(|e| e.call.syncs(&snap) && e.end < write.start);
                     assert!(
                         synced,
                         "rule 1: snapshot {snap} not fsynced before CheckpointComplete"
@@ -300,7 +323,7 @@ fn check(trace: &str, table: &Path) {
                         .is_some_and(|end| end < write.start);
                     let syncs: Vec<_> = events
                         .iter()
-                        .filter(|e| matches!(&e.call, Call::Sync(p) if *p == dir))
+                        .filter(|e| e.call.syncs(&dir))
                         .map(|e| e.end)
                         .collect();
                     assert!(ok, "rule 3: {dir} not fsynced after renaming {dest} (line {}) and before Committed({checkpoint}) (line {}); syncs at {syncs:?}", rename.end, write.start);
@@ -406,6 +429,40 @@ fn a_load_fsyncs_in_protocol_order() {
     assert_same_rows(
         table_rows(&table),
         dedupe(input_rows(&[w.path("orders")]), "order_id"),
+        "traced load",
+    );
+}
+
+/// The same rules when every step makes its files durable with one `syncfs` (as a
+/// checkpoint of many partitions does): the staged files and directories are not
+/// fsynced one by one, and the syncfs comes where their fsyncs would.
+#[test]
+fn a_load_that_syncs_the_filesystem_keeps_protocol_order() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let table = w.dir.path().join("t");
+    let t = table.to_str().unwrap();
+    let args = [
+        "-t",
+        t,
+        "-p",
+        "dt,country",
+        "--checkpoint-rows",
+        "150",
+        "orders",
+    ];
+    let trace = strace(&w, &args, Some(("INGEST_SYNCFS_FROM", "1")));
+    check(&trace, &table);
+    let events = parse(&trace);
+    assert!(events.iter().any(|e| matches!(e.call, Call::SyncFs)));
+    let staged_fsyncs = events
+        .iter()
+        .filter(|e| matches!(&e.call, Call::Sync(p) if p.ends_with(".inprogress")))
+        .count();
+    assert_eq!(staged_fsyncs, 0, "staged files fsynced one by one");
+    assert_same_rows(
+        table_rows(&table),
+        input_rows(&[w.path("orders")]),
         "traced load",
     );
 }

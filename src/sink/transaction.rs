@@ -21,6 +21,7 @@ use crate::core::layout::JobLayout;
 use crate::core::options::Compression;
 use crate::core::options::Format;
 use crate::core::sys::fsutil;
+use crate::core::sys::syncfs::FsSync;
 
 pub(super) struct PartFile {
     pub(super) staged: PathBuf,
@@ -58,6 +59,10 @@ pub(super) struct Transaction {
     max_open: usize,
     /// Bytes the closed parts' `pending` rows may still take.
     pending_room: usize,
+    /// The staging area's filesystem, opened when the transaction began (before any of
+    /// its writes, so that a `syncfs` at preCommit reports their writeback errors);
+    /// `None` where the filesystem is not trusted with it.
+    pub(super) fs_sync: Option<FsSync>,
 }
 
 /// Memory for the rows of closed files, all parts of a transaction together: 4,096
@@ -260,6 +265,7 @@ impl Transaction {
             open: VecDeque::new(),
             max_open,
             pending_room: PENDING_BUDGET,
+            fs_sync: None,
         }
     }
 

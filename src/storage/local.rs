@@ -15,6 +15,7 @@ use crate::core::messages::Messages;
 use crate::core::protocol::StagedFile;
 use crate::core::sys::failpoint;
 use crate::core::sys::fsutil;
+use crate::core::sys::syncfs::{self, FsSync};
 
 impl TableStore for LocalTable {
     fn stage(&self, _files: &mut [(StagedFile, PathBuf)]) -> Result<()> {
@@ -50,6 +51,11 @@ impl TableStore for LocalTable {
         // is renamed into it: a rename made durable by the fsync of a partition whose own
         // name is not would leave the file in neither place.
         fsutil::create_dirs_durable(dirs.iter().map(PathBuf::as_path), &layout.table)?;
+        // Many partitions: one `syncfs` after the renames instead of an fsync of each.
+        let bulk = match syncfs::worth_it(dirs.len()) {
+            true => FsSync::open(&layout.table)?,
+            false => None,
+        };
         let mid = moves.len().div_ceil(2);
         for (i, (staged, dest, journaled)) in moves.iter().enumerate() {
             fsutil::rename_noreplace(staged, dest)?;
@@ -71,10 +77,15 @@ impl TableStore for LocalTable {
                 failpoint::hit("commit.mid");
             }
         }
-        let dirs: Vec<_> = dirs.into_iter().collect();
         // Survives: a power cut after `Committed(n)` that would otherwise undo the renames.
         // The directories' own names were made durable above.
-        fsutil::sync_concurrently(&dirs, |dir| fsutil::sync_dir(dir))?;
+        match bulk {
+            Some(fs_sync) => fs_sync.sync()?,
+            None => {
+                let dirs: Vec<_> = dirs.into_iter().collect();
+                fsutil::sync_concurrently(&dirs, |dir| fsutil::sync_dir(dir))?;
+            }
+        }
         failpoint::hit("commit.dirsync.after");
         Ok(())
     }

@@ -1,5 +1,5 @@
-//! The operating system: every fsync, rename and lock (`fsutil`), the crash points of the
-//! tests (`failpoint`), signals, the allocator's settings, page-cache hints, stdout.
+//! The operating system: every fsync, rename and lock (`fsutil`), durability in bulk
+//! (`syncfs`), the crash points of the tests (`failpoint`), signals, the allocator's settings, page-cache hints, stdout.
 
 pub(crate) mod cache_hint;
 pub(crate) mod failpoint;
@@ -7,3 +7,4 @@ pub(crate) mod fsutil;
 pub(crate) mod malloc;
 pub(crate) mod output;
 pub(crate) mod signals;
+pub(crate) mod syncfs;

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Many partitions per checkpoint: ingest against DuckDB's partitioned COPY, CSV and Parquet.
+
+    python3 bench/partitions.py [--rows 2000000] [--reps 3] [--ingest BINARY] [--only NAME,…]
+
+The data: `--rows` orders (gen_orders.py --customer-id, 4 files, about 115 bytes a row)
+loaded as a real table is partitioned, by country and a bucket of the customer:
+`-p country,b --cast customer_id=int --derive 'b=customer_id % 100'`, 40 x 100 = 4,000
+partitions; and as a control the same load by country alone (40 partitions). DuckDB
+(threads=2, its own type detection, as ingest infers types on a first load) runs
+`COPY (SELECT *, customer_id % 100 AS b FROM read_csv(…)) TO … (PARTITION_BY (country, b))`,
+FORMAT csv, and parquet with zstd as ingest's default codec.
+
+Each pair runs alternated on fresh, `sync`ed output with warm inputs (bench.py's `timed`),
+`--reps` rounds; the ratio is DuckDB's time over ingest's in each round (median), so
+above 1 means ingest was faster. Peak RSS is the median of ingest's runs. Files is what
+each tool left in the table (ingest's `_ingest/` state aside).
+"""
+import argparse, os, shutil, statistics, subprocess, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import INGEST, PY, ROOT, setup, timed  # noqa: E402
+
+DUCK = ("import duckdb,sys; c=duckdb.connect(); c.execute('SET threads=2'); "
+        "c.execute(f\"COPY (SELECT *, customer_id % 100 AS b FROM read_csv('{sys.argv[1]}/*.csv')) "
+        "TO '{sys.argv[2]}' (FORMAT {sys.argv[3]}, PARTITION_BY ({sys.argv[4]}))\")")
+BUCKET = ["--cast", "customer_id=int", "--derive", "b=customer_id % 100"]
+# (name, partition columns, ingest's format arguments, DuckDB's format clause)
+LOADS = [
+    ("csv-4000", "country,b", [], "csv"),
+    ("parquet-4000", "country,b", ["--format", "parquet"], "parquet, COMPRESSION zstd"),
+    ("csv-40", "country", [], "csv"),
+    ("parquet-40", "country", ["--format", "parquet"], "parquet, COMPRESSION zstd"),
+]
+
+
+def dataset(work, rows):
+    data = os.path.join(work, f"orders-{rows}-customers")
+    marker = os.path.join(data, ".complete")
+    if not os.path.exists(marker):
+        shutil.rmtree(data, ignore_errors=True)
+        print(f"generating {rows} orders in {data}", file=sys.stderr)
+        subprocess.run([sys.executable, os.path.join(ROOT, "bench/gen_orders.py"), data, "--rows",
+                        str(rows), "--files", "4", "--customer-id"], check=True)
+        open(marker, "w").close()
+    return data
+
+
+def files_in(table):
+    return sum(len(fs) for d, _, fs in os.walk(table) if "/_" not in d + "/" and "/." not in d)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--work", default="/tmp/ingest-bench")
+    ap.add_argument("--ingest", default=INGEST, help="the binary to measure (default: a fresh release build)")
+    ap.add_argument("--only", help="comma-separated loads of: " + ", ".join(n for n, *_ in LOADS))
+    args = ap.parse_args()
+    if args.ingest == INGEST:
+        setup()
+    data = dataset(args.work, args.rows)
+    out = os.path.join(args.work, "partitions-out")
+    only = set(args.only.split(",")) if args.only else None
+    print("| load | ingest | DuckDB | DuckDB ÷ ingest | ingest peak RSS | files (ingest / DuckDB) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for name, by, fmt, duck_fmt in LOADS:
+        if only and name not in only:
+            continue
+        ours = [args.ingest, "-q", "-t", out, "-p", by, *BUCKET, *fmt, data]
+        theirs = [PY, "-c", DUCK, data, out, duck_fmt, by]
+        walls, rss, files = {"ingest": [], "duckdb": []}, [], {}
+        for _ in range(args.reps):
+            for tool, cmd in (("ingest", ours), ("duckdb", theirs)):
+                wall, kb = timed(cmd, out)
+                walls[tool].append(wall)
+                files[tool] = files_in(out)
+                if tool == "ingest":
+                    rss.append(kb)
+        ratio = statistics.median(t / o for o, t in zip(walls["ingest"], walls["duckdb"]))
+        print(f"| {name} | {statistics.median(walls['ingest']):.2f} s | {statistics.median(walls['duckdb']):.2f} s "
+              f"| {ratio:.2f}x | {statistics.median(rss) / 1024:.0f} MiB | {files['ingest']} / {files['duckdb']} |",
+              flush=True)
+    shutil.rmtree(out, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
