@@ -11,9 +11,10 @@
 //! It is only as good as the errors it reports. Since Linux 5.8 `syncfs` returns a
 //! writeback error recorded on the filesystem since the descriptor it is given was
 //! opened (`errseq`), so a [`FsSync`] is opened before the writes it must cover, and
-//! reports each error at least once. It is used on the local filesystems that report
-//! them this way and order their metadata in a journal (ext4, XFS, btrfs); elsewhere
-//! (NFS, FUSE, overlays, older kernels, other systems) each file is fsynced as before.
+//! reports each error at least once. It is used on the local filesystems whose
+//! `syncfs` writes back every dirty inode and metadata block and flushes the device
+//! before it returns (ext4 with or without a journal, XFS, btrfs); elsewhere (NFS,
+//! FUSE, overlays, older kernels, other systems) each file is fsynced as before.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -53,7 +54,7 @@ pub(crate) struct FsSync {
 
 impl FsSync {
     /// Opens `dir` for a later [`FsSync::sync`], or `None` when its filesystem is not one
-    /// whose `syncfs` reports writeback errors and journals metadata in order (the caller
+    /// whose `syncfs` makes everything durable and reports writeback errors (the caller
     /// then fsyncs each file).
     pub(crate) fn open(dir: &Path) -> Result<Option<FsSync>> {
         let handle =
