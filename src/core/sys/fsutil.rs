@@ -1,4 +1,5 @@
-//! The only place that renames, fsyncs, creates, removes or locks.
+//! The only place that renames, fsyncs, creates, removes or locks (`syncfs.rs` is the
+//! one bulk alternative to its fsyncs).
 //!
 //! Every durable step of the protocol goes through one of these functions, so the
 //! crash each one survives is written down once, here, and a later test build can swap
