@@ -144,6 +144,12 @@ fn explore(
 
 #[test]
 fn power_cuts_during_a_load_lose_no_row() {
+    let history = explored_load(&[], "a load");
+    assert!(!history.steps.iter().any(|s| s.what.contains("syncfs")));
+}
+
+/// Records the load with `env` set and explores power cuts anywhere in it.
+fn explored_load(env: &[(&str, &str)], what: &str) -> History {
     let w = Workdir::new();
     w.fixture("orders");
     let history = explorer::record(
@@ -152,7 +158,7 @@ fn power_cuts_during_a_load_lose_no_row() {
         &[Invocation {
             program: None,
             args: LOAD,
-            env: &[],
+            env,
         }],
     );
     assert!(history.statuses[0].success(), "{}", history.stderrs[0]);
@@ -161,7 +167,8 @@ fn power_cuts_during_a_load_lose_no_row() {
         rows: &expected,
         what: "the load",
     };
-    explore(&w, &history, (LOAD, &expected), &promise, "a load");
+    explore(&w, &history, (LOAD, &expected), &promise, what);
+    history
 }
 
 /// Every step that makes files durable takes one `syncfs` of the table's filesystem
@@ -170,18 +177,7 @@ fn power_cuts_during_a_load_lose_no_row() {
 /// are durable when the journal relies on them all the same.
 #[test]
 fn power_cuts_during_a_load_made_durable_by_syncfs_lose_no_row() {
-    let w = Workdir::new();
-    w.fixture("orders");
-    let history = explorer::record(
-        w.dir.path(),
-        "t",
-        &[Invocation {
-            program: None,
-            args: LOAD,
-            env: &[("INGEST_SYNCFS_FROM", "1")],
-        }],
-    );
-    assert!(history.statuses[0].success(), "{}", history.stderrs[0]);
+    let history = explored_load(&[("INGEST_SYNCFS_FROM", "1")], "a load with syncfs");
     let syncfs = history
         .steps
         .iter()
@@ -190,18 +186,6 @@ fn power_cuts_during_a_load_made_durable_by_syncfs_lose_no_row() {
     assert!(
         syncfs >= 4,
         "{syncfs} syncfs calls: the bulk path was not taken"
-    );
-    let expected = expected(&w);
-    let promise = Promise {
-        rows: &expected,
-        what: "the load",
-    };
-    explore(
-        &w,
-        &history,
-        (LOAD, &expected),
-        &promise,
-        "a load with syncfs",
     );
 }
 
