@@ -24,6 +24,8 @@ pub(crate) mod overwrite;
 pub(crate) mod parquet;
 #[cfg(feature = "parquet")]
 mod parquet_file;
+#[cfg(feature = "parquet")]
+mod part_rows;
 pub(crate) mod partition;
 pub(crate) mod pending;
 mod route;

@@ -36,9 +36,10 @@ use parquet::schema::types::ColumnPath;
 use super::columns::FileColumns;
 use super::counting::CountingFile;
 use super::parquet_file::ParquetFile;
+use super::part_rows::PartRows;
 use super::string_stats::MinMax;
 use super::strings::Strings;
-use crate::core::batch::RecordBatch;
+use crate::core::batch::{ColumnView, RecordBatch};
 use crate::core::canonical;
 use crate::core::options::Compression;
 use crate::core::schema::ColumnType;
@@ -191,9 +192,8 @@ impl Builder {
         Ok(())
     }
 
-    /// Appends column `col` of rows `rows` of `batch`.
-    fn append_rows(&mut self, batch: &RecordBatch, col: usize, rows: &[usize]) -> Result<()> {
-        let column = batch.column(col);
+    /// Appends rows `rows` of `column`.
+    fn append_rows(&mut self, column: ColumnView<'_>, rows: &[usize]) -> Result<()> {
         // Strings, the common case, without matching on the builder per value.
         if let Builder::Str(b) = self {
             return b.append_rows(column, rows);
@@ -233,19 +233,21 @@ impl Builder {
 
 /// One Parquet part file being written.
 ///
-/// The sink thread only appends values to Arrow builders; full Arrow batches go to one
-/// of the run's encoder threads (the `Pool`), which owns the part's Parquet writer
-/// (encoding and compression, the expensive half), so encoding runs beside parsing and
+/// The sink thread only copies a part's rows into one buffer (`part_rows.rs`); every
+/// `ARROW_BATCH_ROWS` rows they go to one of the run's encoder threads (the `Pool`),
+/// which builds the Arrow columns and owns the part's Parquet writer (typing, encoding
+/// and compression, the expensive half), so that work runs beside parsing and
 /// partitioning instead of after them. A part always goes to the same encoder, so its
 /// batches are written in order.
 ///
 /// The file itself is created only when the first full batch (or the checkpoint's end)
 /// needs it: a checkpoint over 10,000 partitions with a few rows each holds their rows
-/// in builders, not in 10,000 open files, and still ends with one file per partition.
+/// in memory, not in 10,000 open files, and still ends with one file per partition.
 /// Files open at once are at most the checkpoint's rows / `ARROW_BATCH_ROWS`.
 pub(crate) struct ParquetPart {
     schema: Arc<ArrowSchema>,
-    builders: Vec<Builder>,
+    types: Arc<[ColumnType]>,
+    held: Held,
     path: PathBuf,
     props: WriterProperties,
     /// The encoder that owns this part's writer, once the file exists.
@@ -259,26 +261,194 @@ pub(crate) struct ParquetPart {
     first_batch: usize,
 }
 
-/// A part's writer on its encoder thread: the writer, the bytes it has written so far
-/// (shared with the sink), and where it ends row groups early (`--target-file-size`).
-type Writing = (Box<ParquetFile<CountingFile>>, Arc<AtomicU64>, Option<u64>);
+/// Bytes of rows a part holds at most before it hands them to its encoder, however
+/// few: wide rows make smaller batches.
+const PART_ROWS_BYTES: usize = 16 << 20;
+
+/// Parts of a checkpoint (per sink) that build their Arrow columns on the sink thread;
+/// the checkpoint's later parts copy their rows for the encoders to build them.
+///
+/// A part takes a batch's rows in one run (`route.rs`). Over a few partitions those
+/// runs are long, and the builders stay hot in the cache while they take them: built on
+/// the sink thread, the values are copied once. Over thousands a run is a row or two,
+/// and the sink thread spent its time on cache misses into 40,000 builders and on their
+/// growth (see `part_rows.rs`). 2,000,000 orders, one checkpoint, two cores: 4,000
+/// partitions took 5.2 s with every part building its columns and 4.1 s with none; 40
+/// partitions took 1.20 s against 1.37 s the other way round.
+const BUILDING_PARTS: usize = 256;
+
+/// What a part holds before its encoder takes it.
+enum Held {
+    /// Values already in the Arrow builders (the checkpoint's first parts).
+    Builders(Vec<Builder>),
+    /// Rows copied as they are.
+    Rows(PartRows),
+}
+
+impl Held {
+    fn len(&self) -> usize {
+        match self {
+            Held::Builders(builders) => builders.first().map_or(0, Builder::len),
+            Held::Rows(rows) => rows.len(),
+        }
+    }
+
+    /// Whether the rows take [`PART_ROWS_BYTES`] or more.
+    fn is_large(&self) -> bool {
+        match self {
+            Held::Builders(_) => false,
+            Held::Rows(rows) => rows.bytes() >= PART_ROWS_BYTES,
+        }
+    }
+
+    /// Appends rows `rows` of `batch`, columns `cols`.
+    fn append(&mut self, batch: &RecordBatch, cols: &[usize], rows: &[usize]) -> Result<()> {
+        match self {
+            Held::Builders(builders) => builders
+                .iter_mut()
+                .zip(cols)
+                .try_for_each(|(builder, &col)| builder.append_rows(batch.column(col), rows)),
+            Held::Rows(held) => held.push_rows(batch, cols, rows),
+        }
+    }
+}
+
+/// A part on its encoder thread: its file and columns, then its writer once the first
+/// rows decided the columns' encodings.
+struct Writing {
+    file: Writer,
+    schema: Arc<ArrowSchema>,
+    types: Arc<[ColumnType]>,
+    /// Bytes written so far, shared with the sink.
+    written: Arc<AtomicU64>,
+    /// Where row groups end early (`--target-file-size`).
+    row_group_bytes: Option<u64>,
+}
+
+enum Writer {
+    /// Created, nothing written yet.
+    Created(Box<(CountingFile, WriterProperties)>),
+    Open(Box<ParquetFile<CountingFile>>),
+    /// While the writer is being made (or after it failed to be).
+    Taken,
+}
+
+impl Writing {
+    /// The writer, made on the first batch (`None`: a part without rows), whose values
+    /// decide which columns get a dictionary.
+    fn writer(&mut self, first: Option<&ArrowBatch>) -> Result<&mut ParquetFile<CountingFile>> {
+        if let Writer::Created(..) = self.file {
+            let Writer::Created(created) = std::mem::replace(&mut self.file, Writer::Taken) else {
+                bail!("a Parquet part's writer changed under it");
+            };
+            let (file, props) = *created;
+            let mut props = props.into_builder();
+            if let Some(first) = first {
+                let dictionary = dictionary_columns(first);
+                for (field, _) in self.schema.fields().iter().zip(dictionary).filter(|d| d.1) {
+                    props = props.set_column_dictionary_enabled(
+                        ColumnPath::from(field.name().as_str()),
+                        true,
+                    );
+                }
+            }
+            let writer =
+                ParquetFile::try_new(file, self.schema.clone(), props.build(), ROW_GROUP_ROWS)?;
+            self.file = Writer::Open(Box::new(writer));
+        }
+        match &mut self.file {
+            Writer::Open(writer) => Ok(writer),
+            _ => bail!("a Parquet part's writer was not made"),
+        }
+    }
+
+    /// Writes the footer (making the writer first if no rows came) and closes the file.
+    fn close(mut self) -> Result<()> {
+        self.writer(None)?;
+        match self.file {
+            Writer::Open(writer) => writer.into_inner().map(|out| drop(out.into_file())),
+            _ => bail!("a Parquet part's writer was not made"),
+        }
+    }
+}
+
+/// The Arrow builders of one encoder thread, reused from part to part while the
+/// columns' types stay the same (every part of a load has the same).
+#[derive(Default)]
+struct Builders {
+    types: Option<Arc<[ColumnType]>>,
+    builders: Vec<Builder>,
+    /// `0..n`: every row of a part's rows.
+    every: Vec<usize>,
+}
+
+impl Builders {
+    /// An Arrow batch of `rows`, with its string columns' bounds.
+    fn build(
+        &mut self,
+        part: &Writing,
+        rows: &PartRows,
+    ) -> Result<(ArrowBatch, Vec<Option<MinMax>>)> {
+        if !self
+            .types
+            .as_ref()
+            .is_some_and(|t| Arc::ptr_eq(t, &part.types))
+        {
+            self.builders = part
+                .types
+                .iter()
+                .map(|ty| builder(*ty))
+                .collect::<Result<_>>()?;
+            self.types = Some(part.types.clone());
+        }
+        let n = rows.len();
+        if self.every.len() < n {
+            self.every.extend(self.every.len()..n);
+        }
+        let every = &self.every[..n];
+        let built = (|| {
+            for (col, builder) in self.builders.iter_mut().enumerate() {
+                builder.append_rows(rows.column(col), every)?;
+            }
+            let (columns, bounds): (Vec<ArrayRef>, Vec<Option<MinMax>>) = self
+                .builders
+                .iter_mut()
+                .map(Builder::finish)
+                .collect::<Result<Vec<_>>>()?
+                .into_iter()
+                .unzip();
+            Ok((ArrowBatch::try_new(part.schema.clone(), columns)?, bounds))
+        })();
+        if built.is_err() {
+            // Builders left halfway are not used again.
+            self.types = None;
+        }
+        built
+    }
+}
 
 /// Work for an encoder thread.
 enum Job {
     Open {
         id: u64,
-        writer: Box<ParquetFile<CountingFile>>,
-        written: Arc<AtomicU64>,
-        row_group_bytes: Option<u64>,
+        part: Box<Writing>,
     },
+    /// Columns built on the sink thread.
     Batch {
         id: u64,
         batch: ArrowBatch,
-        /// Its bytes, counted among the queued ones until the job is dropped.
-        queued: Queued,
-        /// Its string columns' bounds, taken in as the sink gathered them.
+        /// Its string columns' bounds, taken in as the sink built them.
         bounds: Vec<Option<MinMax>>,
-        /// Told once the batch is written (see `flush_builders`).
+        queued: Queued,
+        done: Option<SyncSender<()>>,
+    },
+    /// Rows for the encoder to build.
+    Rows {
+        id: u64,
+        rows: PartRows,
+        /// Their bytes, counted among the queued ones until the job is dropped.
+        queued: Queued,
+        /// Told once the rows are written (see `flush_rows`).
         done: Option<SyncSender<()>>,
     },
     /// Write the footer, close the file, and say so (or send the part's first error).
@@ -287,7 +457,9 @@ enum Job {
         done: SyncSender<Result<()>>,
     },
     /// The part was abandoned (an aborted checkpoint): drop its writer.
-    Drop { id: u64 },
+    Drop {
+        id: u64,
+    },
 }
 
 /// Jobs waiting per encoder thread. A checkpoint's end hands each part its last batch
@@ -299,14 +471,14 @@ enum Job {
 /// same peak RSS there. What the queues hold in bytes is bounded by [`QUEUED_BYTES`].
 const ENCODER_QUEUE: usize = 64;
 
-/// Bytes of Arrow batches queued for the encoders (all parts together) beyond which
+/// Bytes of rows queued for the encoders (all parts together) beyond which
 /// the sink waits before it hands over another. The queues' depth bounds the jobs, this
 /// their memory, however wide the rows: one partition of 1 KiB rows filled 64 jobs of
 /// 8 MiB (peak RSS 399-445 MiB against 311 MiB with queues of 8; 262-273 MiB with this
 /// bound).
 const QUEUED_BYTES: usize = 64 << 20;
 
-/// Bytes of the Arrow batches handed to the encoders and not yet written, with the
+/// Bytes of the rows handed to the encoders and not yet written, with the
 /// sink's wait for them to fall.
 static QUEUED: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
 
@@ -392,57 +564,50 @@ fn pool() -> Result<&'static Pool> {
     .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// An encoder thread: writes the batches of the parts it was given, in order.
+/// An encoder thread: writes the rows of the parts it was given, in order.
 fn encode(jobs: std::sync::mpsc::Receiver<Job>) {
     let mut parts: HashMap<u64, Writing> = HashMap::new();
     let mut failed: HashMap<u64, anyhow::Error> = HashMap::new();
+    let mut builders = Builders::default();
     for job in jobs {
         match job {
-            Job::Open {
-                id,
-                writer,
-                written,
-                row_group_bytes,
-            } => {
-                parts.insert(id, (writer, written, row_group_bytes));
+            Job::Open { id, part } => {
+                parts.insert(id, *part);
             }
             Job::Batch {
                 id,
                 batch,
-                queued,
                 bounds,
+                queued,
                 done,
             } => {
                 // Dropped at the end of this arm, written or not: `done` is the signal,
                 // and the batch leaves the queued bytes.
                 let (_done, _queued) = (done, queued);
-                let Some((writer, written, row_group_bytes)) = parts.get_mut(&id) else {
+                let Some(part) = parts.get_mut(&id) else {
                     continue; // the part already failed
                 };
-                let row_group_bytes = *row_group_bytes;
-                match writer.write(&batch, &bounds) {
-                    Ok(()) => {
-                        // With a target file size, row groups end at a quarter of it
-                        // (counted before compression), so that what reached the file
-                        // tracks the part's size closely enough to cut it there.
-                        let flushed = match row_group_bytes {
-                            Some(limit) if writer.in_progress_size() as u64 >= limit => {
-                                writer.flush()
-                            }
-                            _ => Ok(()),
-                        };
-                        match flushed {
-                            Ok(()) => written.store(writer.inner().written(), Ordering::Relaxed),
-                            Err(e) => {
-                                parts.remove(&id);
-                                failed.insert(id, e);
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        parts.remove(&id);
-                        failed.insert(id, e);
-                    }
+                if let Err(e) = write_batch(part, &batch, &bounds) {
+                    parts.remove(&id);
+                    failed.insert(id, e);
+                }
+            }
+            Job::Rows {
+                id,
+                rows,
+                queued,
+                done,
+            } => {
+                let (_done, _queued) = (done, queued);
+                let Some(part) = parts.get_mut(&id) else {
+                    continue;
+                };
+                let written = builders
+                    .build(part, &rows)
+                    .and_then(|(batch, bounds)| write_batch(part, &batch, &bounds));
+                if let Err(e) = written {
+                    parts.remove(&id);
+                    failed.insert(id, e);
                 }
             }
             Job::Finish { id, done } => {
@@ -450,9 +615,7 @@ fn encode(jobs: std::sync::mpsc::Receiver<Job>) {
                     (_, Some(e)) => Err(e),
                     // The file is closed here (the coordinator reopens it to fsync it),
                     // so finished parts hold no descriptor while a checkpoint completes.
-                    (Some((writer, _, _)), None) => {
-                        writer.into_inner().map(|out| drop(out.into_file()))
-                    }
+                    (Some(part), None) => part.close(),
                     (None, None) => Err(anyhow::anyhow!("unknown Parquet part {id}")),
                 };
                 let _ = done.send(result);
@@ -463,6 +626,24 @@ fn encode(jobs: std::sync::mpsc::Receiver<Job>) {
             }
         }
     }
+}
+
+/// Writes `batch` to `part`'s file.
+fn write_batch(part: &mut Writing, batch: &ArrowBatch, bounds: &[Option<MinMax>]) -> Result<()> {
+    let row_group_bytes = part.row_group_bytes;
+    let written = part.written.clone();
+    let writer = part.writer(Some(batch))?;
+    writer.write(batch, bounds)?;
+    // With a target file size, row groups end at a quarter of it (counted before
+    // compression), so that what reached the file tracks the part's size closely enough
+    // to cut it there.
+    if let Some(limit) = row_group_bytes {
+        if writer.in_progress_size() as u64 >= limit {
+            writer.flush()?;
+        }
+    }
+    written.store(writer.inner().written(), Ordering::Relaxed);
+    Ok(())
 }
 
 impl ParquetPart {
@@ -494,14 +675,20 @@ impl ParquetPart {
             .set_compression(codec)
             .set_dictionary_enabled(false);
         let props = ParquetFile::<CountingFile>::props(&schema, props).build();
-        let builders = layout
-            .types
-            .iter()
-            .map(|ty| builder(*ty))
-            .collect::<Result<_>>()?;
         Ok(ParquetPart {
             schema,
-            builders,
+            types: layout.types.clone().into(),
+            held: if ordinal < BUILDING_PARTS {
+                Held::Builders(
+                    layout
+                        .types
+                        .iter()
+                        .map(|ty| builder(*ty))
+                        .collect::<Result<_>>()?,
+                )
+            } else {
+                Held::Rows(PartRows::new(layout.cols.len()))
+            },
             path,
             props,
             encoder: None,
@@ -512,37 +699,25 @@ impl ParquetPart {
         })
     }
 
-    /// The encoder of this part, creating the file and handing its writer over first;
-    /// `first` is the part's first batch, if it has a row, which decides the columns'
-    /// encodings.
-    fn encoder(&mut self, first: Option<&ArrowBatch>) -> Result<(u64, &SyncSender<Job>)> {
+    /// The encoder of this part, creating the file and handing it over first (the
+    /// encoder makes the writer when the first rows come).
+    fn encoder(&mut self) -> Result<(u64, &SyncSender<Job>)> {
         if self.encoder.is_none() {
-            let mut props = self.props.clone().into_builder();
-            if let Some(first) = first {
-                let dictionary = dictionary_columns(first);
-                for (field, _) in self.schema.fields().iter().zip(dictionary).filter(|d| d.1) {
-                    props = props.set_column_dictionary_enabled(
-                        ColumnPath::from(field.name().as_str()),
-                        true,
-                    );
-                }
-            }
             let file = fsutil::create_new(&self.path)?;
-            let writer = ParquetFile::try_new(
-                CountingFile::new(file),
-                self.schema.clone(),
-                props.build(),
-                ROW_GROUP_ROWS,
-            )?;
             let pool = pool()?;
             let id = pool.next.fetch_add(1, Ordering::Relaxed);
             let encoder = pool.workers[id as usize % pool.workers.len()].clone();
+            let part = Writing {
+                file: Writer::Created(Box::new((CountingFile::new(file), self.props.clone()))),
+                schema: self.schema.clone(),
+                types: self.types.clone(),
+                written: self.written.clone(),
+                row_group_bytes: self.target_size.map(|t| (t / 4).max(1)),
+            };
             encoder
                 .send(Job::Open {
                     id,
-                    writer: Box::new(writer),
-                    written: self.written.clone(),
-                    row_group_bytes: self.target_size.map(|t| (t / 4).max(1)),
+                    part: Box::new(part),
                 })
                 .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))?;
             self.encoder = Some((id, encoder));
@@ -553,9 +728,8 @@ impl ParquetPart {
         }
     }
 
-    /// Appends rows `rows` of `batch`, a column at a time (one builder stays hot in the
-    /// cache while it takes the rows), handing a batch to the encoder whenever the
-    /// builders hold `ARROW_BATCH_ROWS` rows.
+    /// Takes rows `rows` of `batch`, handing them to the encoder whenever the part
+    /// holds `ARROW_BATCH_ROWS` rows (or [`PART_ROWS_BYTES`]).
     pub(crate) fn write_rows(
         &mut self,
         layout: &FileColumns,
@@ -564,41 +738,31 @@ impl ParquetPart {
     ) -> Result<()> {
         let mut rows = rows;
         while !rows.is_empty() {
-            let held = self.builders.first().map_or(0, Builder::len);
+            let held = self.held.len();
             let limit = match self.encoder {
                 None => self.first_batch,
                 Some(_) => ARROW_BATCH_ROWS,
             };
             let (now, later) = rows.split_at(rows.len().min(limit.saturating_sub(held)));
             if now.is_empty() {
-                // Builders at their limit were flushed above: no progress here would be
-                // a loop without end, so it is an error instead.
-                bail!("a Parquet part's builders held {held} rows past their {limit}");
+                // Rows at the limit were handed over below: no progress here would be a
+                // loop without end, so it is an error instead.
+                bail!("a Parquet part held {held} rows past its {limit}");
             }
-            for (builder, &col) in self.builders.iter_mut().zip(&layout.cols) {
-                builder.append_rows(batch, col, now)?;
-            }
-            if held + now.len() >= limit {
-                self.flush_builders()?;
+            self.held.append(batch, &layout.cols, now)?;
+            if held + now.len() >= limit || self.held.is_large() {
+                self.flush()?;
             }
             rows = later;
         }
         Ok(())
     }
 
-    fn flush_builders(&mut self) -> Result<()> {
-        if self.builders.first().is_none_or(|b| b.len() == 0) {
+    /// Hands what the part holds to the encoder.
+    fn flush(&mut self) -> Result<()> {
+        if self.held.len() == 0 {
             return Ok(());
         }
-        let (columns, bounds): (Vec<ArrayRef>, Vec<Option<MinMax>>) = self
-            .builders
-            .iter_mut()
-            .map(Builder::finish)
-            .collect::<Result<Vec<_>>>()?
-            .into_iter()
-            .unzip();
-        let batch = ArrowBatch::try_new(self.schema.clone(), columns)?;
-        let queued = Queued::new(batch.get_array_memory_size());
         // With a target file size the sink cuts parts by what reached the file, so it
         // waits for each batch to be written: where files are cut then depends on the
         // data alone, not on how far the encoder thread happened to lag behind.
@@ -609,15 +773,37 @@ impl ParquetPart {
             }
             None => (None, None),
         };
-        let (id, encoder) = self.encoder(Some(&batch))?;
-        encoder
-            .send(Job::Batch {
-                id,
-                batch,
-                queued,
-                bounds,
-                done,
-            })
+        let id = self.encoder()?.0;
+        let job = match &mut self.held {
+            Held::Builders(builders) => {
+                let (columns, bounds): (Vec<ArrayRef>, Vec<Option<MinMax>>) = builders
+                    .iter_mut()
+                    .map(Builder::finish)
+                    .collect::<Result<Vec<_>>>()?
+                    .into_iter()
+                    .unzip();
+                let batch = ArrowBatch::try_new(self.schema.clone(), columns)?;
+                Job::Batch {
+                    id,
+                    queued: Queued::new(batch.get_array_memory_size()),
+                    batch,
+                    bounds,
+                    done,
+                }
+            }
+            Held::Rows(rows) => {
+                let rows = std::mem::replace(rows, PartRows::new(self.types.len()));
+                Job::Rows {
+                    id,
+                    queued: Queued::new(rows.bytes()),
+                    rows,
+                    done,
+                }
+            }
+        };
+        self.encoder()?
+            .1
+            .send(job)
             .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))?;
         if let Some(written) = written {
             // Disconnected without a message: the batch's job ended (written or failed;
@@ -635,11 +821,11 @@ impl ParquetPart {
     /// Hands the last rows to the encoder, which writes the footer while the sink goes
     /// on with the next checkpoint; [`Tail::wait`] collects the complete file.
     pub(crate) fn finish(mut self) -> Result<Tail> {
-        self.flush_builders()?;
+        self.flush()?;
         let (done, file) = sync_channel(1);
         self.finished = true;
         // A part without a row (never the case for a partition's part) is still a file.
-        let (id, encoder) = self.encoder(None)?;
+        let (id, encoder) = self.encoder()?;
         encoder
             .send(Job::Finish { id, done })
             .map_err(|_| anyhow::anyhow!("the Parquet encoder stopped"))?;
@@ -687,6 +873,105 @@ mod tests {
 
     fn strings(values: impl IntoIterator<Item = Option<String>>) -> ArrayRef {
         Arc::new(StringArray::from_iter(values))
+    }
+
+    /// The Parquet file at `path` read back, as Arrow batches.
+    fn file_batches(path: &std::path::Path) -> Vec<ArrowBatch> {
+        let file = std::fs::File::open(path).expect("open");
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .expect("a Parquet file")
+            .build()
+            .expect("a reader")
+            .collect::<std::result::Result<_, _>>()
+            .expect("batches")
+    }
+
+    #[test]
+    fn parts_that_copy_rows_write_what_parts_that_build_columns_write() {
+        // One part built on the sink thread (a checkpoint's first), one whose rows the
+        // encoder builds (past `BUILDING_PARTS`): the same rows make the same file
+        // contents, typed values and nulls alike, over several Arrow batches.
+        let types = [
+            ColumnType::Int,
+            ColumnType::String,
+            ColumnType::Decimal {
+                precision: 12,
+                scale: 2,
+            },
+            ColumnType::Timestamp,
+            ColumnType::Date,
+            ColumnType::Bool,
+            ColumnType::Float,
+        ];
+        let names: Vec<String> = (0..types.len()).map(|i| format!("c{i}")).collect();
+        let layout = FileColumns::new((0..types.len()).collect(), names, &types);
+        let mut batch = RecordBatch::new(types.len());
+        let rows = ARROW_BATCH_ROWS + 100;
+        for i in 0..rows {
+            let cells = [
+                Some(i.to_string()),
+                (i % 7 != 0).then(|| format!("name {}", i % 13)),
+                Some(format!("{}.{:02}", i, i % 100)),
+                (i % 5 != 0).then(|| "2026-11-28T10:00:00Z".to_string()),
+                Some("2026-11-28".to_string()),
+                (i % 3 != 0).then(|| (i % 2 == 0).to_string()),
+                Some(format!("{i}.5")),
+            ];
+            for cell in &cells {
+                batch.push_cell(cell.as_deref().map(str::as_bytes));
+            }
+            batch.end_row(0, i as u64 + 1);
+        }
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut written = Vec::new();
+        for ordinal in [0, BUILDING_PARTS] {
+            let path = dir.path().join(format!("part-{ordinal}.parquet"));
+            let mut part =
+                ParquetPart::new(path.clone(), &layout, Compression::Zstd, None, ordinal)
+                    .expect("a part");
+            assert_eq!(
+                matches!(part.held, Held::Rows(_)),
+                ordinal == BUILDING_PARTS
+            );
+            // In uneven runs, as a checkpoint's batches come.
+            let all: Vec<usize> = (0..rows).collect();
+            for run in all.chunks(777) {
+                part.write_rows(&layout, &batch, run).expect("rows written");
+            }
+            part.finish()
+                .expect("finished")
+                .wait()
+                .expect("file complete");
+            written.push(file_batches(&path));
+        }
+        let read: usize = written[0].iter().map(ArrowBatch::num_rows).sum();
+        assert_eq!(read, rows);
+        let first = &written[0][0];
+        let ids = first.column(0).as_any().downcast_ref::<Int64Array>();
+        assert_eq!(ids.map(|a| a.value(7)), Some(7));
+        assert!(first.column(1).is_null(7) && first.column(3).is_null(5));
+        let cents = first
+            .column(2)
+            .as_any()
+            .downcast_ref::<arrow_array::Decimal128Array>();
+        assert_eq!(cents.map(|a| a.value(7)), Some(707));
+        assert_eq!(written[0], written[1]);
+    }
+
+    #[test]
+    fn a_value_the_encoder_cannot_type_fails_the_part_at_its_finish() {
+        let layout = FileColumns::new(vec![0], vec!["n".into()], &[ColumnType::Int]);
+        let mut batch = RecordBatch::new(1);
+        batch.push_cell(Some(b"12x"));
+        batch.end_row(0, 1);
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("part.parquet");
+        let mut part = ParquetPart::new(path, &layout, Compression::Zstd, None, BUILDING_PARTS)
+            .expect("a part");
+        part.write_rows(&layout, &batch, &[0]).expect("rows taken");
+        let failed = part.finish().and_then(Tail::wait);
+        let message = format!("{:#}", failed.expect_err("a bad int fails the part"));
+        assert!(message.contains("\"12x\" is not a int"), "{message}");
     }
 
     #[test]
