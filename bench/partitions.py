@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Many partitions per checkpoint: ingest against DuckDB's partitioned COPY, CSV and Parquet.
 
-    python3 bench/partitions.py [--rows 2000000] [--reps 3] [--ingest BINARY] [--only NAME,…]
+    python3 bench/partitions.py [--rows 2000000] [--reps 3] [--ingest BINARY] [--only NAME,…] [--out DIR]
 
 The data: `--rows` orders (gen_orders.py --customer-id, 4 files, about 115 bytes a row)
 loaded as a real table is partitioned, by country and a bucket of the customer:
@@ -57,11 +57,13 @@ def main():
     ap.add_argument("--work", default="/tmp/ingest-bench")
     ap.add_argument("--ingest", default=INGEST, help="the binary to measure (default: a fresh release build)")
     ap.add_argument("--only", help="comma-separated loads of: " + ", ".join(n for n, *_ in LOADS))
+    ap.add_argument("--out", help="where the tables go (default: under --work); e.g. a journaled ext4 "
+                    "mounted for the purpose, see bench/README.md")
     args = ap.parse_args()
     if args.ingest == INGEST:
         setup()
     data = dataset(args.work, args.rows)
-    out = os.path.join(args.work, "partitions-out")
+    out = os.path.join(args.out or args.work, "partitions-out")
     only = set(args.only.split(",")) if args.only else None
     print("| load | ingest | DuckDB | DuckDB ÷ ingest | ingest peak RSS | files (ingest / DuckDB) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")

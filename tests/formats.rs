@@ -263,6 +263,50 @@ fn parquet_over_more_partitions_than_open_files_writes_one_file_per_partition() 
     assert_eq!(data_files(&w.path("t")).len(), 600);
 }
 
+#[cfg(feature = "parquet")]
+#[test]
+fn a_parquet_load_holding_too_much_ends_its_checkpoint_early_and_loses_nothing() {
+    // 100,000 rows over 600 partitions in one default checkpoint, with a memory budget of
+    // 64 KiB for unfinished Parquet files (the default is 512 MiB): the source ends the
+    // checkpoint early, at a batch's end, each time the parts cross it.
+    let w = Workdir::new().with_env("INGEST_MEMORY_BUDGET", "65536");
+    let mut text = String::from("id,p\n");
+    for i in 0..100_000 {
+        text.push_str(&format!("{i},v{}\n", (i * 7919) % 600));
+    }
+    let input = w.write("many.csv", text);
+    let args = [
+        "-t", "t", "--format", "parquet", "-p", "p", "--cast", "id=int", "many.csv",
+    ];
+    let out = w.run(&args);
+    assert_code(&out, 0);
+    let summary = stderr(&out);
+    let checkpoints: u64 = summary
+        .split(" checkpoint(s)")
+        .next()
+        .and_then(|head| head.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no checkpoint count in {summary}"));
+    assert!(checkpoints >= 2, "{summary}");
+    assert!(data_files(&w.path("t")).len() > 600, "{summary}");
+    assert_same_rows(
+        parquet_rows(&w.path("t")),
+        input_rows(std::slice::from_ref(&input)),
+        "early checkpoints",
+    );
+
+    // Killed after an early checkpoint's preCommit, recovered: exactly the input.
+    let w2 = Workdir::new().with_env("INGEST_MEMORY_BUDGET", "65536");
+    let input = w2.write("many.csv", std::fs::read(&input).expect("the input"));
+    assert!(crashed(&w2.run_failing("sink.precommit.after:1", &args)));
+    assert_code(&w2.run(&["-t", "t", "--recover"]), 0);
+    assert_same_rows(
+        parquet_rows(&w2.path("t")),
+        input_rows(&[input]),
+        "early checkpoints, killed and recovered",
+    );
+}
+
 /// The crash matrix of the core, on Parquet (zstd) and gzipped CSV output: every fail
 /// point of an append load, at its first and third hit. Right after each crash every
 /// Parquet file a reader can see opens with its footer; after `--recover` the table

@@ -12,6 +12,7 @@ pub(crate) mod hash;
 pub(crate) mod layout;
 pub(crate) mod messages;
 pub(crate) mod options;
+pub(crate) mod pressure;
 pub(crate) mod protocol;
 pub mod records;
 pub(crate) mod schema;

@@ -42,6 +42,7 @@ use super::strings::Strings;
 use crate::core::batch::{ColumnView, RecordBatch};
 use crate::core::canonical;
 use crate::core::options::Compression;
+use crate::core::pressure;
 use crate::core::schema::ColumnType;
 use crate::core::sys::fsutil;
 
@@ -218,6 +219,19 @@ impl Builder {
         })
     }
 
+    /// About the memory the values take.
+    fn bytes(&self) -> usize {
+        match self {
+            Builder::Str(b) => b.bytes(),
+            Builder::Int(b) => b.len() * 8,
+            Builder::Float(b) => b.len() * 8,
+            Builder::Decimal(b, _) => b.len() * 16,
+            Builder::Bool(b) => b.len().div_ceil(8),
+            Builder::Date(b) => b.len() * 4,
+            Builder::Ts(b) => b.len() * 8,
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             Builder::Str(b) => b.len(),
@@ -259,6 +273,8 @@ pub(crate) struct ParquetPart {
     finished: bool,
     /// Rows of the part's first Arrow batch (see [`first_batch_rows`]).
     first_batch: usize,
+    /// What `held` takes, counted against the memory for unwritten output.
+    account: pressure::Account,
 }
 
 /// Bytes of rows a part holds at most before it hands them to its encoder, however
@@ -293,6 +309,14 @@ impl Held {
         }
     }
 
+    /// About the memory the rows take.
+    fn bytes(&self) -> usize {
+        match self {
+            Held::Builders(builders) => builders.iter().map(Builder::bytes).sum(),
+            Held::Rows(rows) => rows.bytes(),
+        }
+    }
+
     /// Whether the rows take [`PART_ROWS_BYTES`] or more.
     fn is_large(&self) -> bool {
         match self {
@@ -323,6 +347,8 @@ struct Writing {
     written: Arc<AtomicU64>,
     /// Where row groups end early (`--target-file-size`).
     row_group_bytes: Option<u64>,
+    /// What the open row group takes, counted against the memory for unwritten output.
+    account: pressure::Account,
 }
 
 enum Writer {
@@ -643,6 +669,8 @@ fn write_batch(part: &mut Writing, batch: &ArrowBatch, bounds: &[Option<MinMax>]
         }
     }
     written.store(writer.inner().written(), Ordering::Relaxed);
+    let open = writer.in_progress_size();
+    part.account.set(open);
     Ok(())
 }
 
@@ -696,6 +724,7 @@ impl ParquetPart {
             target_size,
             finished: false,
             first_batch: first_batch_rows(ordinal),
+            account: pressure::Account::default(),
         })
     }
 
@@ -713,6 +742,7 @@ impl ParquetPart {
                 types: self.types.clone(),
                 written: self.written.clone(),
                 row_group_bytes: self.target_size.map(|t| (t / 4).max(1)),
+                account: pressure::Account::default(),
             };
             encoder
                 .send(Job::Open {
@@ -755,6 +785,7 @@ impl ParquetPart {
             }
             rows = later;
         }
+        self.account.set(self.held.bytes());
         Ok(())
     }
 

@@ -53,6 +53,11 @@ impl Strings {
         self.offsets.len() - 1
     }
 
+    /// About the memory the values take.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes.len() + self.offsets.len() * std::mem::size_of::<i32>()
+    }
+
     /// Appends rows `rows` of `column`.
     pub(crate) fn append_rows(&mut self, column: ColumnView<'_>, rows: &[usize]) -> Result<()> {
         let first = self.len();

@@ -27,6 +27,7 @@ use crate::core::batch::{Msg, RecordBatch, Reject, Spares};
 use crate::core::counters::Counters;
 use crate::core::error::Stopped;
 use crate::core::hash::hash_hex;
+use crate::core::pressure;
 use crate::core::protocol::{Ack, Barrier, Fingerprint, InputDone, Position};
 use crate::core::sys::failpoint;
 use crate::core::sys::signals;
@@ -543,9 +544,13 @@ impl Source<'_> {
     }
 
     /// After a batch: when a signal asks to stop, a barrier at `here` (everything read is
-    /// sent), and the stop.
+    /// sent), and the stop. When the sinks hold too much for unwritten files
+    /// (`core/pressure.rs`), a barrier at `here` too, and the load goes on.
     fn stop_requested(&mut self, here: impl FnOnce() -> Position) -> Result<Option<Stopped>> {
         let Some(signal) = signals::requested() else {
+            if pressure::checkpoint_wanted() && self.emit.rows_since_barrier > 0 {
+                self.emit.barrier(here(), false)?;
+            }
             return Ok(None);
         };
         self.emit.barrier(here(), false)?;
