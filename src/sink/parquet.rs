@@ -1,5 +1,5 @@
 //! Parquet part files: typed columns from the schema (strings where nothing was cast),
-//! nulls as nulls, statistics on (a string column's taken in as the sink gathers it:
+//! nulls as nulls, statistics on (a string column's taken in as its builder gathers it:
 //! see `parquet_file`), row groups of at most 64 Ki rows, compressed with
 //! zstd (default), snappy or nothing. A string column is dictionary-encoded when its
 //! values repeat (see `dictionary_columns`), as DuckDB and Spark decide it per column
@@ -11,8 +11,9 @@
 //! at preCommit (`finish`: the part's encoder thread writes the footer while the sink
 //! goes on; the coordinator waits for it before the fsync and the journal record); it
 //! is never appended to afterwards. A part creates its file only when its first full
-//! batch is ready (or at preCommit), so many partitions cost builders, not descriptors,
-//! and each partition gets one file per checkpoint (or per `--target-file-size`).
+//! batch is ready (or at preCommit), so many partitions cost memory, not descriptors,
+//! and each partition gets one file per checkpoint (or per `--target-file-size`); the
+//! memory is counted (`core/pressure.rs`), and past a budget ends the checkpoint early.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

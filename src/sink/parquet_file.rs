@@ -1,6 +1,6 @@
 //! One Parquet file written row group by row group: parquet-rs encodes and compresses
 //! each column chunk, and the chunk statistics of string columns are ours ([`MinMax`],
-//! taken in as the sink gathers the values: parquet-rs's two `memcmp` calls per value
+//! taken in as the builders gather the values: parquet-rs's two `memcmp` calls per value
 //! were 10-11% of the benchmark's Parquet load).
 //!
 //! This is what `ArrowWriter::write` does (row groups of at most `max_rows` rows, each
