@@ -274,20 +274,29 @@ fn a_parquet_load_holding_too_much_ends_its_checkpoint_early_and_loses_nothing()
     for i in 0..100_000 {
         text.push_str(&format!("{i},v{}\n", (i * 7919) % 600));
     }
-    let input = w.write("many.csv", text);
+    let input = w.write("many.csv", text.clone());
     let args = [
         "-t", "t", "--format", "parquet", "-p", "p", "--cast", "id=int", "many.csv",
     ];
+    let checkpoints = |out: &std::process::Output| -> u64 {
+        assert_code(out, 0);
+        let summary = stderr(out);
+        summary
+            .split(" checkpoint(s)")
+            .next()
+            .and_then(|head| head.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no checkpoint count in {summary}"))
+    };
+    // Under the default budget: one checkpoint, one file per partition.
+    let plain = Workdir::new();
+    plain.write("many.csv", &text);
+    assert_eq!(checkpoints(&plain.run(&args)), 1);
+    assert_eq!(data_files(&plain.path("t")).len(), 600);
+
     let out = w.run(&args);
-    assert_code(&out, 0);
     let summary = stderr(&out);
-    let checkpoints: u64 = summary
-        .split(" checkpoint(s)")
-        .next()
-        .and_then(|head| head.rsplit(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no checkpoint count in {summary}"));
-    assert!(checkpoints >= 2, "{summary}");
+    assert!(checkpoints(&out) >= 2, "{summary}");
     assert!(data_files(&w.path("t")).len() > 600, "{summary}");
     assert_same_rows(
         parquet_rows(&w.path("t")),

@@ -136,6 +136,12 @@ mod tests {
         rows.push_rows(&first, &[2, 0], &[0, 2]).expect("push");
         rows.push_rows(&second, &[2, 0], &[0]).expect("push");
         assert_eq!(rows.len(), 3);
+        // What they take counts at least their values, a separator and an end each.
+        let value_bytes = ["", "1", "y", "3", "z", "4"]
+            .map(str::len)
+            .iter()
+            .sum::<usize>();
+        assert!(rows.bytes() >= value_bytes + 6 + 6 * 4, "{}", rows.bytes());
         let s = |v: &str| Some(v.to_string());
         assert_eq!(values(&rows, 0), vec![None, s("y"), s("z")]);
         assert_eq!(values(&rows, 1), vec![s("1"), s("3"), s("4")]);
@@ -143,6 +149,24 @@ mod tests {
         let mut rows = PartRows::new(1);
         rows.push_rows(&first, &[1], &[1, 2]).expect("push");
         assert_eq!(values(&rows, 0), vec![s(""), None]);
+    }
+
+    #[test]
+    fn the_memory_counted_is_what_the_rows_take() {
+        // 200 values of 3 bytes: 600 bytes, 200 separators and 200 ends of 4 bytes.
+        let rows: Vec<[Option<&str>; 3]> =
+            (0..100).map(|_| [Some("abc"), Some("def"), None]).collect();
+        let batch = batch(&rows);
+        let mut held = PartRows::new(2);
+        let all: Vec<usize> = (0..100).collect();
+        held.push_rows(&batch, &[0, 1], &all).expect("push");
+        let least = 600 + 200 + 200 * 4;
+        // Buffers grow by doubling: never more than twice what they hold, and a little.
+        assert!(
+            (least..=2 * least + 64).contains(&held.bytes()),
+            "{} for {least}",
+            held.bytes()
+        );
     }
 
     #[test]
