@@ -475,7 +475,7 @@ enum Job {
         rows: PartRows,
         /// Their bytes, counted among the queued ones until the job is dropped.
         queued: Queued,
-        /// Told once the rows are written (see `flush_rows`).
+        /// Told once the rows are written (see `ParquetPart::flush`).
         done: Option<SyncSender<()>>,
     },
     /// Write the footer, close the file, and say so (or send the part's first error).

@@ -156,10 +156,10 @@ mod tests {
         // 200 values of 3 bytes: 600 bytes, 200 separators and 200 ends of 4 bytes.
         let rows: Vec<[Option<&str>; 3]> =
             (0..100).map(|_| [Some("abc"), Some("def"), None]).collect();
-        let batch = batch(&rows);
+        let wide = batch(&rows);
         let mut held = PartRows::new(2);
         let all: Vec<usize> = (0..100).collect();
-        held.push_rows(&batch, &[0, 1], &all).expect("push");
+        held.push_rows(&wide, &[0, 1], &all).expect("push");
         let least = 600 + 200 + 200 * 4;
         // Buffers grow by doubling: never more than twice what they hold, and a little.
         assert!(
@@ -167,6 +167,13 @@ mod tests {
             "{} for {least}",
             held.bytes()
         );
+        // Null flags count too: empty strings and nulls take the same bytes but those.
+        let mut empty = PartRows::new(1);
+        let mut null = PartRows::new(1);
+        let sparse = batch(&vec![[Some(""), None, None]; 100]);
+        empty.push_rows(&sparse, &[0], &all).expect("push");
+        null.push_rows(&sparse, &[1], &all).expect("push");
+        assert!(null.bytes() > empty.bytes());
     }
 
     #[test]
