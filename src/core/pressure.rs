@@ -10,18 +10,22 @@
 //! most loads) and memory still stays bounded, however many partitions and however
 //! wide the rows.
 //!
-//! One load per process: the count is the process's.
+//! One load per process: the count is the process's. Only Parquet parts hold rows, so
+//! without the `parquet` feature nothing counts and no checkpoint ends early.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+#[cfg(feature = "parquet")]
+use std::sync::{atomic::AtomicUsize, OnceLock};
 
 /// Bytes held for unwritten output beyond which a checkpoint ends early;
 /// `INGEST_MEMORY_BUDGET` (bytes) overrides it (tests set a small one to reach it).
 /// 2,000,000 orders (231 MB of CSV) into 4,000 Parquet partitions hold about 400 MiB
 /// at the end of one checkpoint, at 461 MiB of peak RSS.
+#[cfg(feature = "parquet")]
 pub(crate) const BUDGET: usize = 512 << 20;
 
 /// The budget: [`BUDGET`] or `INGEST_MEMORY_BUDGET`.
+#[cfg(feature = "parquet")]
 fn budget() -> usize {
     static BYTES: OnceLock<usize> = OnceLock::new();
     *BYTES.get_or_init(|| {
@@ -32,13 +36,16 @@ fn budget() -> usize {
     })
 }
 
+#[cfg(feature = "parquet")]
 static HELD: AtomicUsize = AtomicUsize::new(0);
 static WANTED: AtomicBool = AtomicBool::new(false);
 
 /// One holder's share of the count: what it says it holds, until it is dropped.
+#[cfg(feature = "parquet")]
 #[derive(Debug, Default)]
 pub(crate) struct Account(usize);
 
+#[cfg(feature = "parquet")]
 impl Account {
     /// This holder now holds `bytes`. Crossing the budget upwards asks for a checkpoint.
     pub(crate) fn set(&mut self, bytes: usize) {
@@ -57,6 +64,7 @@ impl Account {
     }
 }
 
+#[cfg(feature = "parquet")]
 impl Drop for Account {
     fn drop(&mut self) {
         self.set(0);
@@ -68,7 +76,7 @@ pub(crate) fn checkpoint_wanted() -> bool {
     WANTED.load(Ordering::Relaxed) && WANTED.swap(false, Ordering::Relaxed)
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "parquet"))]
 mod tests {
     use super::*;
 
