@@ -460,19 +460,10 @@ enum Job {
         id: u64,
         part: Box<Writing>,
     },
-    /// Columns built on the sink thread.
-    Batch {
+    /// Rows to write.
+    Write {
         id: u64,
-        batch: ArrowBatch,
-        /// Its string columns' bounds, taken in as the sink built them.
-        bounds: Vec<Option<MinMax>>,
-        queued: Queued,
-        done: Option<SyncSender<()>>,
-    },
-    /// Rows for the encoder to build.
-    Rows {
-        id: u64,
-        rows: PartRows,
+        rows: Handed,
         /// Their bytes, counted among the queued ones until the job is dropped.
         queued: Queued,
         /// Told once the rows are written (see `ParquetPart::flush`).
@@ -487,6 +478,14 @@ enum Job {
     Drop {
         id: u64,
     },
+}
+
+/// A part's rows as the sink hands them over.
+enum Handed {
+    /// Columns built on the sink thread, with their string columns' bounds.
+    Built(ArrowBatch, Vec<Option<MinMax>>),
+    /// Rows for the encoder to build.
+    Copied(PartRows),
 }
 
 /// Jobs waiting per encoder thread. A checkpoint's end hands each part its last batch
@@ -601,37 +600,24 @@ fn encode(jobs: std::sync::mpsc::Receiver<Job>) {
             Job::Open { id, part } => {
                 parts.insert(id, *part);
             }
-            Job::Batch {
-                id,
-                batch,
-                bounds,
-                queued,
-                done,
-            } => {
-                // Dropped at the end of this arm, written or not: `done` is the signal,
-                // and the batch leaves the queued bytes.
-                let (_done, _queued) = (done, queued);
-                let Some(part) = parts.get_mut(&id) else {
-                    continue; // the part already failed
-                };
-                if let Err(e) = write_batch(part, &batch, &bounds) {
-                    parts.remove(&id);
-                    failed.insert(id, e);
-                }
-            }
-            Job::Rows {
+            Job::Write {
                 id,
                 rows,
                 queued,
                 done,
             } => {
+                // Dropped at the end of this arm, written or not: `done` is the signal,
+                // and the rows leave the queued bytes.
                 let (_done, _queued) = (done, queued);
                 let Some(part) = parts.get_mut(&id) else {
-                    continue;
+                    continue; // the part already failed
                 };
-                let written = builders
-                    .build(part, &rows)
-                    .and_then(|(batch, bounds)| write_batch(part, &batch, &bounds));
+                let written = match rows {
+                    Handed::Built(batch, bounds) => write_batch(part, &batch, &bounds),
+                    Handed::Copied(rows) => builders
+                        .build(part, &rows)
+                        .and_then(|(batch, bounds)| write_batch(part, &batch, &bounds)),
+                };
                 if let Err(e) = written {
                     parts.remove(&id);
                     failed.insert(id, e);
@@ -806,7 +792,7 @@ impl ParquetPart {
             None => (None, None),
         };
         let id = self.encoder()?.0;
-        let job = match &mut self.held {
+        let (rows, bytes) = match &mut self.held {
             Held::Builders(builders) => {
                 let (columns, bounds): (Vec<ArrayRef>, Vec<Option<MinMax>>) = builders
                     .iter_mut()
@@ -815,23 +801,20 @@ impl ParquetPart {
                     .into_iter()
                     .unzip();
                 let batch = ArrowBatch::try_new(self.schema.clone(), columns)?;
-                Job::Batch {
-                    id,
-                    queued: Queued::new(batch.get_array_memory_size()),
-                    batch,
-                    bounds,
-                    done,
-                }
+                let bytes = batch.get_array_memory_size();
+                (Handed::Built(batch, bounds), bytes)
             }
             Held::Rows(rows) => {
                 let rows = std::mem::replace(rows, PartRows::new(self.types.len()));
-                Job::Rows {
-                    id,
-                    queued: Queued::new(rows.bytes()),
-                    rows,
-                    done,
-                }
+                let bytes = rows.bytes();
+                (Handed::Copied(rows), bytes)
             }
+        };
+        let job = Job::Write {
+            id,
+            rows,
+            queued: Queued::new(bytes),
+            done,
         };
         self.encoder()?
             .1
