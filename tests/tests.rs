@@ -4,6 +4,7 @@
 mod util;
 
 mod abort;
+mod compact;
 mod contract;
 mod crash;
 mod crash_states;

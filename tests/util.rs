@@ -439,7 +439,7 @@ pub fn many_partitions(w: &Workdir) -> PathBuf {
 }
 
 /// Every fail point, as `ingest --list-fail-points` prints them.
-fn listed_fail_points() -> Vec<String> {
+pub fn listed_fail_points() -> Vec<String> {
     let out = Workdir::new().run(&["--list-fail-points"]);
     assert_code(&out, 0);
     String::from_utf8(out.stdout)
@@ -455,7 +455,10 @@ pub fn all_fail_points() -> Vec<String> {
     listed_fail_points()
         .into_iter()
         .filter(|p| {
-            !p.starts_with("abort.") && !p.starts_with("delta.") && !p.starts_with("quarantine.")
+            !p.starts_with("abort.")
+                && !p.starts_with("delta.")
+                && !p.starts_with("quarantine.")
+                && !p.starts_with("compact.")
         })
         .collect()
 }

@@ -35,7 +35,7 @@ pub(crate) struct Cli {
     /// Input files or directories (walked recursively in sorted order, hidden entries
     /// skipped), or s3://BUCKET/KEY objects and key prefixes (listed in key order)
     #[arg(value_name = "INPUT",
-        required_unless_present_any = ["recover", "status", "abort", "list_fail_points", "completions", "config"])]
+        required_unless_present_any = ["recover", "status", "abort", "compact", "list_fail_points", "completions", "config"])]
     pub(crate) inputs: Vec<PathBuf>,
 
     /// Finish an interrupted run: commit completed checkpoints, discard the rest, resume
@@ -53,7 +53,18 @@ pub(crate) struct Cli {
     #[arg(long, conflicts_with_all = LOAD_ONLY, conflicts_with_all = ["recover", "status"])]
     pub(crate) abort: bool,
 
-    /// List what a load would do (new, already loaded, changed inputs) and write nothing
+    /// Merge each partition's files smaller than --target-file-size (default 128M) into as
+    /// few as that size allows: same rows, format and compression, as a journaled run of
+    /// job `compact` (--recover and --abort work on it); with --dry-run, list them
+    #[arg(long, conflicts_with_all = COMPACT_CONFLICTS)]
+    pub(crate) compact: bool,
+
+    /// With --compact: only the partitions whose COL is VALUE (repeatable; all must match)
+    #[arg(long, value_name = "COL=VALUE", requires = "compact")]
+    pub(crate) partition: Vec<String>,
+
+    /// List what a load would do (new, already loaded, changed inputs), or what --compact
+    /// would merge, and write nothing
     #[arg(long)]
     pub(crate) dry_run: bool,
 
@@ -114,7 +125,8 @@ pub(crate) struct Cli {
     #[arg(long, value_enum, value_name = "POLICY")]
     pub(crate) on_bad_input: Option<crate::core::options::OnBadInput>,
 
-    /// Start a new part file once one reaches about SIZE bytes (e.g. 128M)
+    /// Start a new part file once one reaches about SIZE bytes (e.g. 128M); with
+    /// --compact, the size merged files aim at, and files of that size are left alone
     #[arg(long, value_name = "SIZE")]
     pub(crate) target_file_size: Option<String>,
 
@@ -283,6 +295,45 @@ pub(crate) struct Cli {
     #[arg(long)]
     pub(crate) json: bool,
 }
+
+/// Flags that make no sense with --compact: a load's, but for the two it shares.
+const COMPACT_CONFLICTS: &[&str] = &[
+    "recover",
+    "status",
+    "abort",
+    "config",
+    "compression",
+    "on_bad_input",
+    "include",
+    "exclude",
+    "min_age",
+    "shard",
+    "table_format",
+    "mode",
+    "inputs",
+    "reload",
+    "delimiter",
+    "partition_by",
+    "format",
+    "checkpoint_rows",
+    "dedupe_key",
+    "dedupe_scope",
+    "dedupe_retention",
+    "evolve",
+    "json_new_keys",
+    "infer_schema",
+    "no_infer",
+    "null_markers",
+    "trim",
+    "cast",
+    "timezone",
+    "derive",
+    "filter",
+    "rename",
+    "select",
+    "drop_columns",
+    "max_errors",
+];
 
 /// Flags that only make sense for a load.
 const LOAD_ONLY: [&str; 32] = [

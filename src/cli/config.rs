@@ -9,12 +9,13 @@ use anyhow::Result;
 use crate::cli::args::{Cli, DEFAULT_CHECKPOINT_ROWS};
 use crate::cli::jobfile::{self, JobFile};
 use crate::core::error::UsageError;
+use crate::core::layout::COMPACT_JOB;
 use crate::core::options::Compression;
 use crate::core::options::RunOptions;
 use crate::core::options::{Format, Mode, TableFormat};
 use crate::core::schema::ColumnType;
 use crate::core::spec::StageSpec;
-use crate::ops::settings::{default_threads, Command, Common, LoadConfig};
+use crate::ops::settings::{default_threads, Command, Common, CompactConfig, LoadConfig};
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(msg.into()))
@@ -238,6 +239,45 @@ fn check_job_name(job: &str) -> Result<()> {
     }
 }
 
+/// The size `--compact` aims at when `--target-file-size` is not given: what Delta's
+/// OPTIMIZE and Iceberg's rewrite_data_files default to.
+const DEFAULT_COMPACT_TARGET: u64 = 128 << 20;
+
+/// `--compact`'s settings.
+fn compact(cli: &Cli, common: Common, job: Option<&str>) -> Result<Command> {
+    if job.is_some_and(|j| j != COMPACT_JOB) {
+        return Err(usage(format!(
+            "--compact runs as job {COMPACT_JOB:?}; leave --job out"
+        )));
+    }
+    let target_size = match cli.target_file_size.as_deref() {
+        Some(size) => parse_size(size)?,
+        None => DEFAULT_COMPACT_TARGET,
+    };
+    if target_size == 0 {
+        return Err(usage("--target-file-size 0: give a size such as 128M"));
+    }
+    let mut partitions = Vec::new();
+    for filter in &cli.partition {
+        match filter.split_once('=') {
+            Some((column, value)) if !column.is_empty() => {
+                partitions.push((column.to_string(), value.to_string()))
+            }
+            _ => {
+                return Err(usage(format!(
+                    "--partition {filter:?}: give COL=VALUE, such as dt=2026-11-28"
+                )))
+            }
+        }
+    }
+    Ok(Command::Compact(Box::new(CompactConfig {
+        common,
+        target_size,
+        partitions,
+        dry_run: cli.dry_run,
+    })))
+}
+
 /// Checks and resolves the parsed flags (and the job file they name).
 pub(crate) fn command(cli: Cli) -> Result<Command> {
     if cli.list_fail_points {
@@ -302,11 +342,19 @@ pub(crate) fn command(cli: Cli) -> Result<Command> {
     if cli.status {
         return Ok(Command::Status(common, job));
     }
+    if cli.compact {
+        return compact(&cli, common, job.as_deref());
+    }
     if cli.abort {
         return Ok(Command::Abort(common, job));
     }
     if cli.recover {
         return Ok(Command::Recover(common, cli.max_errors, job));
+    }
+    if job.as_deref() == Some(COMPACT_JOB) {
+        return Err(usage(format!(
+            "--job {COMPACT_JOB}: the name is --compact's; give a load another job name"
+        )));
     }
     if inputs.is_empty() {
         return Err(usage(

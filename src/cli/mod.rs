@@ -19,7 +19,7 @@ use crate::core::messages::Messages;
 use crate::core::sys::{failpoint, fsutil, output, signals};
 use crate::ops::report::Summary;
 use crate::ops::settings::Command;
-use crate::ops::{abort, infer, recover, run, status};
+use crate::ops::{abort, compact, infer, recover, run, status};
 use args::Cli;
 use exit::Exit;
 use failure::{one_line, Failure};
@@ -41,6 +41,13 @@ fn execute(command: Command) -> Result<Option<(Vec<Summary>, bool, Messages)>> {
             clap_complete::generate(shell, &mut args::Cli::command(), "ingest", &mut script);
             output::print(&String::from_utf8_lossy(&script))?;
             Ok(None)
+        }
+        Command::Compact(cfg) => {
+            let messages = Messages {
+                quiet: cfg.common.quiet,
+            };
+            let summary = compact::compact(&cfg, messages)?;
+            Ok(Some((vec![summary], cfg.common.json, messages)))
         }
         Command::Status(common, job) => {
             status::print(&common, job.as_deref())?;

@@ -56,6 +56,13 @@ impl JobLayout {
         self.dir.join("lock")
     }
 
+    /// What the table's lock is taken on: the `_ingest/` directory itself (a lock file
+    /// would outlive a refused load, which leaves nothing behind). Every job holds it
+    /// shared while it acts on the table, a compaction (job [`COMPACT_JOB`]) exclusive.
+    pub(crate) fn table_lock(&self) -> PathBuf {
+        self.table.join("_ingest")
+    }
+
     /// The job's journal.
     pub(crate) fn journal(&self) -> PathBuf {
         self.dir.join("journal")
@@ -107,6 +114,10 @@ impl JobLayout {
         self.table.join(rel)
     }
 }
+
+/// The job that `--compact` runs as: its journal, lock and staging are a job's, and no
+/// load may take its name.
+pub(crate) const COMPACT_JOB: &str = "compact";
 
 /// The jobs of a table: every directory under `_ingest/`, sorted.
 pub(crate) fn jobs(table: &Path) -> Result<Vec<String>> {

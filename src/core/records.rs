@@ -73,6 +73,19 @@ pub struct RunStarted {
     /// leaves no `_delta_log/` behind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delta_create: Option<String>,
+    /// `--compact`: the run rewrites table files instead of loading inputs; its one
+    /// checkpoint's files replace these (`ops/compact/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<Compaction>,
+}
+
+/// What a compaction run replaces: each partition it rewrites is exchanged whole (as an
+/// overwrite's is) for a directory holding the new files and every other file of the
+/// partition, linked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Compaction {
+    /// The files the new ones replace, relative to the table (`dt=2026-11-28/part-….csv`).
+    pub replaces: Vec<String>,
 }
 
 /// Everything a completed checkpoint promises, enough to commit it from the journal alone.
@@ -94,6 +107,31 @@ pub struct Checkpoint {
     pub rejects: u64,
     /// The run's final checkpoint: after it, only `RunFinished` remains.
     pub last: bool,
+}
+
+impl Checkpoint {
+    /// A run's last checkpoint, holding nothing: how `--recover` ends a compaction that
+    /// stopped before its commit point (`ops/compact/`), and what a compaction's one
+    /// checkpoint is filled into.
+    pub fn empty_last(checkpoint: u64) -> Checkpoint {
+        Checkpoint {
+            checkpoint,
+            position: Position {
+                input: 0,
+                offset: 0,
+                lines: 0,
+                prefix_hash: String::new(),
+            },
+            columns: Vec::new(),
+            inputs_done: Vec::new(),
+            snapshots: Vec::new(),
+            files: Vec::new(),
+            rows_read: 0,
+            rows_written: 0,
+            rejects: 0,
+            last: true,
+        }
+    }
 }
 
 /// A journal read back: the run it describes, as far as its valid records go.

@@ -181,7 +181,7 @@ impl<'a> Coordinator<'a> {
 }
 
 /// Steps 2 to 4 of the protocol for one checkpoint.
-fn complete_and_commit(
+pub(crate) fn complete_and_commit(
     journal: &mut Journal,
     layout: &JobLayout,
     checkpoint: Checkpoint,

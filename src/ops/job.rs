@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Result;
 
 use crate::core::error::{LockHeld, Stopped};
-use crate::core::layout::JobLayout;
+use crate::core::layout::{JobLayout, COMPACT_JOB};
 use crate::core::messages::Messages;
 use crate::core::records::RunLog;
 use crate::core::sys::fsutil::{self, LockError};
@@ -18,11 +18,19 @@ use crate::ops::settings::Common;
 use crate::state::journal::{self, Replay};
 use crate::state::manifest::Manifest;
 
+/// The locks a command holds while it acts on a job: the job's own, and the table's
+/// (shared by every job, exclusive for a compaction; none for a table in a bucket,
+/// which is never compacted).
+pub(crate) struct Locks {
+    _job: File,
+    _table: Option<File>,
+}
+
 /// A job whose lock this process holds, with its state made durable and read.
 pub(crate) struct Job {
     pub(crate) layout: JobLayout,
-    /// The job's lock, held while this is alive: bind it for as long as the command acts.
-    pub(crate) lock: File,
+    /// The job's locks, held while this is alive: bind them for as long as the command acts.
+    pub(crate) lock: Locks,
     /// When the lock was taken: a command's time and rate are its own, not the wait.
     pub(crate) started: Instant,
     pub(crate) manifest: Manifest,
@@ -52,8 +60,15 @@ impl Job {
 /// with `LockHeld` (exit 75). For a table in a bucket, the local lock guards the working
 /// copy on this machine, and then the job's lease guards the job everywhere; with the
 /// lease held, the working copy is replaced by the bucket's state (`layout.remote`).
-pub(crate) fn lock_job(layout: &mut JobLayout, wait: Option<Duration>) -> Result<File> {
-    let lock = lock_local(layout, wait)?;
+pub(crate) fn lock_job(layout: &mut JobLayout, wait: Option<Duration>) -> Result<Locks> {
+    let deadline = Instant::now() + wait.unwrap_or_default();
+    let lock = Locks {
+        _job: lock_local(layout, deadline)?,
+        _table: match layout.target {
+            None => Some(lock_table(layout, deadline)?),
+            Some(_) => None,
+        },
+    };
     if let Some(url) = &layout.target {
         #[cfg(feature = "s3")]
         {
@@ -68,7 +83,7 @@ pub(crate) fn lock_job(layout: &mut JobLayout, wait: Option<Duration>) -> Result
     Ok(lock)
 }
 
-fn lock_local(layout: &JobLayout, wait: Option<Duration>) -> Result<File> {
+fn lock_local(layout: &JobLayout, deadline: Instant) -> Result<File> {
     // Nothing of the job's state may be a symlink: the lock file is truncated, the
     // journal appended to, staging written, all through these names.
     for path in layout.state_paths() {
@@ -81,12 +96,43 @@ fn lock_local(layout: &JobLayout, wait: Option<Duration>) -> Result<File> {
     fsutil::sync_parent(&layout.table)?;
     let now = humantime::format_rfc3339_seconds(SystemTime::now());
     let note = format!("pid {} since {now}", std::process::id());
-    let deadline = Instant::now() + wait.unwrap_or_default();
     loop {
         match fsutil::try_lock(&layout.lock(), &note) {
             Ok(file) => return Ok(file),
             Err(LockError::Held(holder)) => {
                 if Instant::now() >= deadline || signals::requested().is_some() {
+                    return Err(LockHeld {
+                        table: layout.table_name(),
+                        job: layout.job.clone(),
+                        holder,
+                    }
+                    .into());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(LockError::Other(e)) => return Err(e),
+        }
+    }
+}
+
+/// Takes the table's lock after the job's: shared, so that jobs act side by side, but
+/// exclusive for a compaction, which exchanges whole partitions that a load could
+/// otherwise be publishing into (`ops/compact/`). Waits as the job's lock does.
+fn lock_table(layout: &JobLayout, deadline: Instant) -> Result<File> {
+    let exclusive = layout.job == COMPACT_JOB;
+    loop {
+        match fsutil::try_lock_dir(&layout.table_lock(), exclusive) {
+            Ok(file) => return Ok(file),
+            Err(LockError::Held(_)) => {
+                if Instant::now() >= deadline || signals::requested().is_some() {
+                    let holder = if exclusive {
+                        "the loads of other jobs that are running".to_string()
+                    } else {
+                        // The compaction's own job lock says who it is.
+                        let compaction = JobLayout::new(&layout.table, COMPACT_JOB).lock();
+                        let note = std::fs::read_to_string(compaction).unwrap_or_default();
+                        format!("a compaction of the table ({})", note.trim())
+                    };
                     return Err(LockHeld {
                         table: layout.table_name(),
                         job: layout.job.clone(),

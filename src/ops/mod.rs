@@ -4,6 +4,7 @@
 
 pub(crate) mod abort;
 pub(crate) mod checkpoint;
+pub(crate) mod compact;
 pub(crate) mod finish;
 pub(crate) mod infer;
 pub(crate) mod job;

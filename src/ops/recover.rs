@@ -199,6 +199,23 @@ pub(crate) fn run_to_end(
         if last.is_some_and(|c| c.last) {
             return Ok(rows_here);
         }
+        if log.started.compaction.is_some() {
+            // A compaction stopped before its commit point: the table never changed, and
+            // its merged files are gone with the staging above. It ends as a run that
+            // replaced nothing (`ops/compact/`).
+            messages.note(&format!(
+                "compaction run {run_id} stopped before its commit point: the table is as it \
+                 was; `ingest --target {} --compact` starts it over",
+                layout.table_name()
+            ));
+            crate::ops::checkpoint::complete_and_commit(
+                journal,
+                layout,
+                crate::core::records::Checkpoint::empty_last(1),
+                &log.started,
+            )?;
+            return Ok(rows_here);
+        }
         let from = last.map_or(0, |c| c.position.input);
         for (index, recorded) in log.started.inputs.iter().enumerate().skip(from) {
             if log.is_quarantined(index) {

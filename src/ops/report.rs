@@ -43,6 +43,20 @@ pub(crate) struct Summary {
     /// `--dry-run`: every input offered, with its verdict.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) inputs: Option<Vec<InputVerdict>>,
+    /// `--compact`: each partition merged (or, with `--dry-run`, that would be).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) compacted: Option<Vec<PartitionReport>>,
+}
+
+/// What `--compact` says of a partition (`--json` lists them).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct PartitionReport {
+    pub(crate) partition: String,
+    /// The files merged, and what they hold.
+    pub(crate) files_before: u64,
+    pub(crate) bytes_before: u64,
+    /// The files they become.
+    pub(crate) files_after: u64,
 }
 
 /// What a load would do with one input (`--dry-run --json`).
@@ -152,6 +166,35 @@ impl Summary {
                 self.quarantine_note()
             ),
             "nothing-to-recover" => "nothing to recover".to_string(),
+            "nothing-to-compact" => {
+                "nothing to compact: no partition has two or more small files that can merge"
+                    .to_string()
+            }
+            "would-compact" | "compacted" => {
+                let reports = self.compacted.as_deref().unwrap_or_default();
+                let before: u64 = reports.iter().map(|r| r.files_before).sum();
+                let after: u64 = reports.iter().map(|r| r.files_after).sum();
+                let bytes: u64 = reports.iter().map(|r| r.bytes_before).sum();
+                if self.outcome == "would-compact" {
+                    format!(
+                        "dry run: would merge {before} file(s) ({}) of {} partition(s) into \
+                         {after}; nothing was written",
+                        HumanBytes(bytes),
+                        reports.len()
+                    )
+                } else {
+                    format!(
+                        "compacted {} partition(s): {before} file(s) ({}) merged into {after} \
+                         ({}), {} rows, in {:.2} s (run {})",
+                        reports.len(),
+                        HumanBytes(bytes),
+                        HumanBytes(self.bytes_written),
+                        self.rows_written,
+                        self.elapsed_seconds,
+                        self.run_id.as_deref().unwrap_or("?")
+                    )
+                }
+            }
             "nothing-to-abort" => "nothing to abort: no run is interrupted".to_string(),
             "aborted" => format!(
                 "aborted run {} of job {}: removed {} published file(s) with {} row(s) and its \

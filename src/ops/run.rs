@@ -30,7 +30,7 @@ use crate::state::contract::{self, Contract, Settled};
 use crate::state::journal::Journal;
 
 /// A run id: UTC start time plus random bits, unique per job.
-fn new_run_id() -> String {
+pub(crate) fn new_run_id() -> String {
     let now = SystemTime::now();
     let stamp: String = humantime::format_rfc3339_seconds(now)
         .to_string()
@@ -217,6 +217,7 @@ pub(crate) fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         delta_txn_base: None,
         contract_before: None,
         delta_create: None,
+        compaction: None,
     };
     if run.options.mode == Mode::OverwritePartitions
         && run.options.table_format == TableFormat::Hive
@@ -458,6 +459,7 @@ fn prepare(
         delta_txn_base: None,
         contract_before: None,
         delta_create: None,
+        compaction: None,
     };
     let schema = pipeline::validate(layout, &probe, columns)?;
     Ok((probe.options, schema))

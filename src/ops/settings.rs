@@ -24,6 +24,8 @@ pub(crate) enum Command {
     Abort(Common, Option<String>),
     /// Describe the table's jobs; `None` for every job.
     Status(Common, Option<String>),
+    /// Merge the table's small files (`--compact`).
+    Compact(Box<CompactConfig>),
     /// Print a `[schema]` inferred from the inputs.
     InferSchema {
         inputs: Vec<PathBuf>,
@@ -56,6 +58,18 @@ pub(crate) fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
+/// A compaction: which partitions, and how large a file it aims at.
+#[derive(Debug)]
+pub(crate) struct CompactConfig {
+    pub(crate) common: Common,
+    /// Files of at least this many bytes are left alone; merged files stay below it.
+    pub(crate) target_size: u64,
+    /// `--partition COL=VALUE`: only partitions with these components.
+    pub(crate) partitions: Vec<(String, String)>,
+    /// List what would be merged, and change nothing.
+    pub(crate) dry_run: bool,
+}
+
 /// A load: where, what, and how.
 #[derive(Debug)]
 pub(crate) struct LoadConfig {
@@ -82,6 +96,7 @@ impl Command {
     pub(crate) fn common(&self) -> Option<&Common> {
         match self {
             Command::Load(cfg) => Some(&cfg.common),
+            Command::Compact(cfg) => Some(&cfg.common),
             Command::Recover(common, ..)
             | Command::Abort(common, _)
             | Command::Status(common, _) => Some(common),

@@ -45,6 +45,9 @@ pub(crate) struct JobStatus {
     pub(crate) delta_txn_version: Option<i64>,
     /// Inputs set aside (`--on-bad-input quarantine`) and not loaded since, with why.
     pub(crate) quarantined: Vec<crate::core::bad_input::Quarantined>,
+    /// A compaction run (job `compact`): how many files its merged files replace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) compaction_replaces: Option<u64>,
 }
 
 fn job_status(layout: &JobLayout) -> Result<JobStatus> {
@@ -86,6 +89,7 @@ fn job_status(layout: &JobLayout) -> Result<JobStatus> {
                 }
             })
             .collect(),
+        compaction_replaces: None,
     };
     // A table with a Delta log, whatever this job's runs say (none may have run yet).
     let delta = crate::table::format(crate::core::options::TableFormat::Delta).ok();
@@ -101,6 +105,11 @@ fn job_status(layout: &JobLayout) -> Result<JobStatus> {
         (false, true) => "running",
         (false, false) => "interrupted",
     };
+    status.compaction_replaces = log
+        .started
+        .compaction
+        .as_ref()
+        .map(|c| c.replaces.len() as u64);
     status.run_id = Some(log.started.run_id.clone());
     status.started_at = Some(log.started.started_at.clone());
     status.checkpoints_completed = log.checkpoints.len() as u64;
@@ -133,6 +142,14 @@ fn recovery_plan(log: &RunLog, torn: u64) -> Vec<String> {
     let mut steps = Vec::new();
     if torn > 0 {
         steps.push(format!("ignore a torn journal record ({torn} bytes)"));
+    }
+    if log.started.compaction.is_some() && log.checkpoints.is_empty() {
+        steps.push(
+            "discard the compaction's staging: it stopped before its commit point, so the \
+             table is as it was (--compact starts it over)"
+                .into(),
+        );
+        return steps;
     }
     let overwrite = log.started.options.mode == Mode::OverwritePartitions;
     for c in log.uncommitted() {
@@ -299,11 +316,14 @@ fn write_text(out: &mut String, statuses: &[JobStatus], table: &str) -> std::fmt
             "  checkpoints: {} completed ({} rows), {} committed ({} rows)",
             s.checkpoints_completed, s.rows_completed, s.checkpoints_committed, s.rows_committed
         )?;
-        writeln!(
-            out,
-            "  inputs: {} of {} in this run read to the end; {} loaded by finished runs",
-            s.run_inputs_done, s.run_inputs, s.inputs_loaded
-        )?;
+        match s.compaction_replaces {
+            Some(n) => writeln!(out, "  compaction: its merged files replace {n} file(s)")?,
+            None => writeln!(
+                out,
+                "  inputs: {} of {} in this run read to the end; {} loaded by finished runs",
+                s.run_inputs_done, s.run_inputs, s.inputs_loaded
+            )?,
+        }
         if let Some(version) = s.delta_version {
             let txn = s
                 .delta_txn_version

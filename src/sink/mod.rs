@@ -19,6 +19,7 @@ pub(crate) mod columns;
 mod commit;
 mod counting;
 pub(crate) mod encode;
+pub(crate) mod merge;
 pub(crate) mod overwrite;
 #[cfg(feature = "parquet")]
 pub(crate) mod parquet;

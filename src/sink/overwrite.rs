@@ -116,6 +116,9 @@ fn assemble(layout: &JobLayout, log: &RunLog, shadow_root: &Path) -> Result<Vec<
             failpoint::hit("overwrite.assemble.mid");
         }
     }
+    if let Some(compaction) = &log.started.compaction {
+        link_kept(layout, &partitions, shadow_root, &compaction.replaces)?;
+    }
     // Survives: a power cut after `Exchange` that would undo the renames into them.
     fsutil::sync_concurrently(&shadows, |dir| fsutil::sync_dir(dir))?;
     let mut swaps = Vec::with_capacity(partitions.len());
@@ -126,6 +129,59 @@ fn assemble(layout: &JobLayout, log: &RunLog, shadow_root: &Path) -> Result<Vec<
         swaps.push(Swap { partition, inode });
     }
     Ok(swaps)
+}
+
+/// A compaction's step 1, after its new files are in the shadows: every file of each
+/// live partition that the compaction does not replace is linked into the partition's
+/// shadow under its own name, so that the exchange keeps it. Safe to repeat: a name
+/// already in the shadow is the same file, linked by an earlier attempt. The caller
+/// fsyncs the shadows.
+fn link_kept(
+    layout: &JobLayout,
+    partitions: &BTreeSet<String>,
+    shadow_root: &Path,
+    replaces: &[String],
+) -> Result<()> {
+    let replaced: BTreeSet<&str> = replaces.iter().map(String::as_str).collect();
+    for partition in partitions {
+        let live = layout.in_table(partition);
+        fsutil::refuse_symlinks(&layout.table, &live)?;
+        let entries = std::fs::read_dir(&live)
+            .with_context(|| format!("cannot list partition {}", live.display()))?;
+        for entry in entries {
+            let entry = entry.with_context(|| format!("cannot list {}", live.display()))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else {
+                bail!("{} holds a name that is not UTF-8", live.display());
+            };
+            if replaced.contains(format!("{partition}/{name}").as_str()) {
+                continue;
+            }
+            if !entry.file_type().is_ok_and(|t| t.is_file()) {
+                bail!(
+                    "{} is not a plain file; the compaction of {partition} would not keep it, \
+                     so the partition was not replaced",
+                    entry.path().display()
+                );
+            }
+            let kept = shadow_root.join(partition).join(name);
+            match std::fs::hard_link(entry.path(), &kept) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!(
+                            "cannot link {} to {}",
+                            entry.path().display(),
+                            kept.display()
+                        )
+                    })
+                }
+            }
+        }
+    }
+    failpoint::hit("compact.linked.after");
+    Ok(())
 }
 
 /// Step 3 for one partition; a no-op when the live directory already is the new one.

@@ -563,6 +563,31 @@ pub(crate) fn try_lock(path: &Path, note: &str) -> std::result::Result<File, Loc
     Ok(file)
 }
 
+/// Takes an OS lock on the directory `dir` without waiting, shared or exclusive. A
+/// directory holds no note: a lock held elsewhere is `Held("")`.
+pub(crate) fn try_lock_dir(dir: &Path, exclusive: bool) -> std::result::Result<File, LockError> {
+    let file = File::open(dir)
+        .with_context(|| format!("cannot open {} to lock it", dir.display()))
+        .map_err(LockError::Other)?;
+    let taken = if exclusive {
+        fs2::FileExt::try_lock_exclusive(&file)
+    } else {
+        fs2::FileExt::try_lock_shared(&file)
+    };
+    match taken {
+        Ok(()) => Ok(file),
+        Err(e)
+            if e.kind() == io::ErrorKind::WouldBlock
+                || e.raw_os_error() == fs2::lock_contended_error().raw_os_error() =>
+        {
+            Err(LockError::Held(String::new()))
+        }
+        Err(e) => Err(LockError::Other(
+            anyhow::Error::new(e).context(format!("cannot lock {}", dir.display())),
+        )),
+    }
+}
+
 /// Takes an exclusive OS lock on `path`, waiting at most 30 s for a holder that keeps it
 /// only for a moment (the table contract's check); fails after that rather than hang.
 pub(crate) fn lock_wait(path: &Path) -> Result<File> {

@@ -1,0 +1,300 @@
+//! `ingest -t TABLE --compact`: each partition's small files rewritten into as few as the
+//! target size allows, as one journaled run of job `compact`, with a load's guarantees.
+//!
+//! A compaction is an overwrite of the partitions it rewrites whose new content is the
+//! old content, merged: the run's one checkpoint stages the merged files, and
+//! `RunStarted` names the files they replace. From there the overwrite's exchange
+//! (`sink/overwrite.rs`) does the rest, step for step:
+//!
+//! ```text
+//! plan        the partitions' small files, in bins of at most the target size
+//! RunStarted  the files replaced                                   (journal, fsynced)
+//! stage       each bin merged into one file under pending/, fsynced, read back and
+//!             checked: same row count, same checksum of the rows   (compact.write.mid,
+//!                                                                  compact.verified.after)
+//! decide      CheckpointComplete(1), fsynced                       (the commit point)
+//! assemble    each partition's shadow: the merged files, and every file not replaced,
+//!             linked; fsynced                                      (compact.linked.after)
+//! Exchange    journaled; each partition exchanged whole with its shadow
+//!             (renameat2 RENAME_EXCHANGE): a reader listing it sees the old files or
+//!             the new, never both, never neither
+//! Exchanged   then RunFinished; the shadows, now the old directories, are removed
+//! ```
+//!
+//! # Why no row is lost or doubled, wherever it is killed
+//! - *Before the commit point*: the table is untouched (the merged files are staged
+//!   under `_ingest/`). `--recover` and `--abort` both drop the staging; nothing of the
+//!   compaction happened, and `--compact` again starts over.
+//! - *After it*: `--recover` goes on exactly as an overwrite's recovery does: assembling
+//!   again is safe (a file already moved or linked is there), and a partition whose live
+//!   directory already has the shadow's inode is exchanged. `--abort` refuses once the
+//!   exchange began, as for an overwrite.
+//! - *Other jobs*: every job holds the table's lock shared while it acts, and a
+//!   compaction holds it exclusive (`ops/job.rs`), so no load publishes into a partition
+//!   between its listing and its exchange; and a compaction refuses to start while
+//!   another job has an interrupted run, whose recovery or abort acts on files by name.
+
+mod plan;
+
+use std::time::SystemTime;
+
+use anyhow::{bail, Context, Result};
+
+use crate::core::layout::{JobLayout, COMPACT_JOB};
+use crate::core::messages::Messages;
+use crate::core::options::{Mode, NewKeys, OnBadInput, RunOptions, TableFormat};
+use crate::core::protocol::StagedFile;
+use crate::core::records::{Checkpoint, Compaction, RunStarted};
+use crate::core::sys::{failpoint, fsutil, signals};
+use crate::ops::job::{nothing_committed, Job};
+use crate::ops::report::{PartitionReport, Summary};
+use crate::ops::settings::{Common, CompactConfig};
+use crate::sink::merge;
+use crate::state::contract;
+use crate::state::journal::{self, Journal};
+
+/// Compacts the table as `cfg` says.
+pub(crate) fn compact(cfg: &CompactConfig, messages: Messages) -> Result<Summary> {
+    let common = Common {
+        job: COMPACT_JOB.to_string(),
+        ..cfg.common.clone()
+    };
+    if let Some(url) = &common.remote {
+        bail!(
+            "cannot compact {url}: a bucket cannot swap a partition's files for others in one \
+             step (it has no atomic rename of a directory), so readers would see old and new \
+             files at once, which is why --mode overwrite-partitions is refused there too"
+        );
+    }
+    let table = &common.table;
+    let Some(contract) = contract::load(table)? else {
+        bail!(
+            "no ingest table at {}: it has no contract (_ingest/contract.json), so nothing \
+             was ever loaded there",
+            table.display()
+        );
+    };
+    if contract.table_format != TableFormat::Hive {
+        bail!(
+            "cannot compact {}: --compact rewrites Hive tables only so far; a Delta table's \
+             files are compacted by a Delta OPTIMIZE (not yet in ingest)",
+            table.display()
+        );
+    }
+    if contract.partition_by.is_empty() {
+        bail!(
+            "cannot compact {}: the table is not partitioned, and readers list its files in \
+             the table's own directory, which cannot be exchanged in one step for one holding \
+             the merged files (a partition's directory can)",
+            table.display()
+        );
+    }
+    let job = Job::open(JobLayout::new(table, COMPACT_JOB), common.lock_wait)?;
+    let Job {
+        layout,
+        lock: _lock,
+        started,
+        mut manifest,
+        replay,
+    } = job;
+    if let Some(log) = replay.log {
+        if !log.finished && !nothing_committed(&log) {
+            return Err(crate::ops::job::interrupted_error(&common, &log));
+        }
+        if log.finished {
+            crate::ops::finish::fold_finished(&layout, &mut manifest, &log)?;
+        } else {
+            // Killed before its commit point: nothing of it was ever visible.
+            let quiet = Messages { quiet: true };
+            crate::ops::abort::undo(&layout, &log, replay.valid_len, quiet, started)?;
+            messages.note(&format!(
+                "cleared compaction run {}, which stopped before its commit point (it changed \
+                 nothing)",
+                log.started.run_id
+            ));
+        }
+    }
+    refuse_interrupted_jobs(table)?;
+    let partitions = plan::plan(
+        table,
+        &contract.partition_by,
+        contract.format,
+        cfg.target_size,
+        &cfg.partitions,
+    )?;
+    let reports: Vec<PartitionReport> = partitions.iter().map(plan::Partition::report).collect();
+    if partitions.is_empty() || cfg.dry_run {
+        let outcome = match (partitions.is_empty(), cfg.dry_run) {
+            (true, _) => "nothing-to-compact",
+            (false, _) => "would-compact",
+        };
+        if cfg.dry_run {
+            for r in &reports {
+                messages.note(&format!(
+                    "would merge {} file(s) of {} ({}) into {}",
+                    r.files_before,
+                    r.partition,
+                    indicatif::HumanBytes(r.bytes_before),
+                    r.files_after
+                ));
+            }
+        }
+        let mut summary = Summary::nothing(outcome, COMPACT_JOB, 0, started.elapsed());
+        summary.compacted = Some(reports);
+        return Ok(summary);
+    }
+    if let Some(signal) = signals::requested() {
+        return Err(crate::core::error::Stopped {
+            signal,
+            detail: "before anything was compacted".into(),
+        }
+        .into());
+    }
+    crate::sink::overwrite::check_supported(&layout)?;
+    let run = started_run(&contract, &partitions);
+    let mut journal = Journal::create(&layout, &run)?;
+    failpoint::hit("run.started.after");
+    let checkpoint = stage(&layout, &run, &partitions, &contract)?;
+    crate::ops::checkpoint::complete_and_commit(&mut journal, &layout, checkpoint, &run)?;
+    let log = crate::ops::finish::finish(&layout, &mut journal, &mut manifest)?;
+    let mut summary = Summary::from_log("compacted", COMPACT_JOB, &log, started.elapsed());
+    summary.compacted = Some(reports);
+    Ok(summary)
+}
+
+/// A compaction may not start while another job has an interrupted run: that run's
+/// `--recover` publishes files by name and its `--abort` removes them by name, and a
+/// compaction in between would have merged them away.
+fn refuse_interrupted_jobs(table: &std::path::Path) -> Result<()> {
+    let mut interrupted = Vec::new();
+    for job in crate::core::layout::jobs(table)? {
+        if job == COMPACT_JOB {
+            continue;
+        }
+        let layout = JobLayout::new(table, &job);
+        let replay = journal::replay(&layout.journal())?;
+        if replay.log.is_some_and(|log| !log.finished) {
+            interrupted.push(job);
+        }
+    }
+    if interrupted.is_empty() {
+        return Ok(());
+    }
+    let commands: Vec<String> = interrupted
+        .iter()
+        .map(|job| crate::ops::job::recover_command_for(&table.display().to_string(), job))
+        .collect();
+    bail!(
+        "cannot compact {}: job(s) {} have an interrupted run, whose recovery or abort acts on \
+         its files by name; finish them first ({}), or undo them with --abort",
+        table.display(),
+        interrupted.join(", "),
+        commands.join("; ")
+    )
+}
+
+/// The compaction's `RunStarted`: the table's options, in overwrite mode, and the files
+/// replaced.
+fn started_run(contract: &contract::Contract, partitions: &[plan::Partition]) -> RunStarted {
+    let replaces = partitions
+        .iter()
+        .flat_map(|p| {
+            p.bins.iter().flat_map(move |b| {
+                b.files
+                    .iter()
+                    .map(move |f| format!("{}/{}", p.path, f.name))
+            })
+        })
+        .collect();
+    RunStarted {
+        run_id: crate::ops::run::new_run_id(),
+        started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+        options: RunOptions {
+            delimiter: b',',
+            partition_by: contract.partition_by.clone(),
+            checkpoint_rows: u64::MAX,
+            format: contract.format,
+            table_format: TableFormat::Hive,
+            max_errors: 0,
+            schema: None,
+            stages: Vec::new(),
+            compression: contract.compression,
+            target_file_size: None,
+            mode: Mode::OverwritePartitions,
+            json_new_keys: NewKeys::Error,
+            on_bad_input: OnBadInput::Fail,
+            fill_missing: false,
+        },
+        inputs: Vec::new(),
+        contract_recorded: false,
+        delta_txn_base: None,
+        contract_before: None,
+        delta_create: None,
+        compaction: Some(Compaction { replaces }),
+    }
+}
+
+/// Merges each bin into a staged file, each fsynced and checked, and their directory
+/// fsynced: the run's one checkpoint, ready to be journaled.
+fn stage(
+    layout: &JobLayout,
+    run: &RunStarted,
+    partitions: &[plan::Partition],
+    contract: &contract::Contract,
+) -> Result<Checkpoint> {
+    const CHECKPOINT: u64 = 1;
+    let staging = layout.pending_txn(&run.run_id, CHECKPOINT);
+    fsutil::create_dir_all_durable(&staging)?;
+    fsutil::sync_ancestors(&staging, &layout.table)?;
+    let mut files = Vec::new();
+    let mut rows = 0;
+    for partition in partitions {
+        for bin in &partition.bins {
+            if let Some(signal) = signals::requested() {
+                return Err(crate::core::error::Stopped {
+                    signal,
+                    detail: "before the compaction's commit point; the table is unchanged".into(),
+                }
+                .into());
+            }
+            let name = format!(
+                "part-{COMPACT_JOB}-{}-{CHECKPOINT:06}-{:05}.{}",
+                run.run_id,
+                files.len(),
+                bin.kind.extension()
+            );
+            let inputs: Vec<_> = bin
+                .files
+                .iter()
+                .map(|f| layout.in_table(&format!("{}/{}", partition.path, f.name)))
+                .collect();
+            let merged = merge::merge(bin.kind, &inputs, &staging.join(&name), &partition.path)
+                .with_context(|| format!("cannot compact partition {}", partition.path))?;
+            rows += merged.rows;
+            let staged = staging
+                .strip_prefix(&layout.dir)
+                .context("the staging area is outside the job's directory")?
+                .join(&name);
+            files.push(StagedFile {
+                staged: staged.to_string_lossy().into_owned(),
+                dest: format!("{}/{name}", partition.path),
+                size: merged.size,
+                rows: merged.rows,
+                upload: None,
+            });
+            if files.len() == 1 {
+                failpoint::hit("compact.write.mid");
+            }
+        }
+    }
+    fsutil::sync_dir(&staging)?;
+    failpoint::hit("compact.verified.after");
+    Ok(Checkpoint {
+        checkpoint: CHECKPOINT,
+        columns: contract.columns.iter().map(|c| c.name.clone()).collect(),
+        files,
+        rows_read: rows,
+        rows_written: rows,
+        ..Checkpoint::empty_last(CHECKPOINT)
+    })
+}
