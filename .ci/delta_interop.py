@@ -130,4 +130,31 @@ check("crash after two commits: readers see them", read_delta(aborted).height, 2
 ingest("--target", aborted, "--abort", "--lock-wait", "120", "--quiet")
 check("after --abort: the run's rows are out of the table", read_delta(aborted).height, 0)
 
+# 5. --compact (local tables): one OPTIMIZE commit merges each country's files; the new
+# version has the same rows, and every older version still reads as it did.
+if not base:
+    dt = delta_table(table)
+    last = dt.version()
+    counts = {}
+    for version in range(last + 1):
+        old = delta_table(table)
+        old.load_as_version(version)
+        counts[version] = old.to_pyarrow_table().num_rows
+    ingest("--target", table, "--compact", "--quiet")
+    dt = delta_table(table)
+    check("compact: one commit", dt.version(), last + 1)
+    check("compact: its commit is an OPTIMIZE", dt.history(1)[0]["operation"], "OPTIMIZE")
+    check("compact: one file per country", len(dt.file_uris()), len(want))
+    arrow = dt.to_pyarrow_table()
+    got = collections.defaultdict(lambda: [0, decimal.Decimal(0)])
+    for country, amount in zip(arrow.column("country").to_pylist(), arrow.column("amount").to_pylist()):
+        got[country][0] += 1
+        got[country][1] += amount
+    check("compact: per-country count and sum(amount)", sorted((c, n, s) for c, (n, s) in got.items()), want)
+    check("compact: polars row count", read_delta(table).height, len(expected))
+    for version, rows in counts.items():
+        old = delta_table(table)
+        old.load_as_version(version)
+        check(f"compact: version {version} still reads as before", old.to_pyarrow_table().num_rows, rows)
+
 finish("delta interop" + (f" in {base}" if base else ""))

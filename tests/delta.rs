@@ -715,3 +715,173 @@ fn two_loads_adding_the_same_column_at_once_both_load_and_the_column_is_added_on
         assert_eq!(channels.len(), 2, "round {round}: {channels:?}");
     }
 }
+
+/// `LOAD` with a commit every 30 rows: 33 small files over 8 partitions (and under the
+/// log's checkpoint interval, which `delta_log` reads no further than).
+const SMALL_COMMITS: &[&str] = &[
+    "-t",
+    "t",
+    "--table-format",
+    "delta",
+    "-p",
+    "country",
+    "--dedupe-key",
+    "order_id",
+    "--cast",
+    "order_id=int",
+    "--cast",
+    "amount=decimal(12,2)",
+    "--checkpoint-rows",
+    "30",
+    "orders",
+];
+
+const COMPACT: &[&str] = &["-t", "t", "--compact"];
+
+/// The last commit's actions, one JSON object each.
+fn last_commit(table: &Path) -> Vec<serde_json::Value> {
+    let version = delta_log(table).version;
+    let path = table.join(format!("_delta_log/{version:020}.json"));
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Files per partition of the table's latest version.
+fn files_per_partition(table: &Path) -> BTreeMap<String, usize> {
+    let mut by = BTreeMap::new();
+    for path in delta_log(table).files.keys() {
+        let dir = path.rsplit_once('/').map_or("", |(d, _)| d).to_string();
+        *by.entry(dir).or_default() += 1;
+    }
+    by
+}
+
+#[test]
+fn compaction_of_a_delta_table_is_one_optimize_commit_and_older_versions_still_read() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    assert_code(&w.run(SMALL_COMMITS), 0);
+    let table = w.path("t");
+    let before = delta_rows(&table);
+    let old = delta_log(&table);
+    assert!(old.files.len() > 20, "{}", old.files.len());
+    let out = w.run(COMPACT);
+    assert_code(&out, 0);
+    assert!(
+        stderr(&out).contains("compacted 8 partition(s)"),
+        "{}",
+        stderr(&out)
+    );
+    let new = delta_log(&table);
+    assert_eq!(new.version, old.version + 1, "one commit");
+    assert_same_rows(delta_rows(&table), before.clone(), "after the compaction");
+    assert!(files_per_partition(&table).values().all(|n| *n == 1));
+    let actions = last_commit(&table);
+    let info = actions.iter().find_map(|a| a.get("commitInfo")).unwrap();
+    assert_eq!(info["operation"], "OPTIMIZE");
+    let (mut adds, mut removes) = (0, 0);
+    for action in &actions {
+        for (kind, count) in [("add", &mut adds), ("remove", &mut removes)] {
+            if let Some(a) = action.get(kind) {
+                assert_eq!(a["dataChange"], false, "{action}");
+                *count += 1;
+            }
+        }
+    }
+    assert_eq!((adds, removes), (8, old.files.len()));
+    assert!(new.txns.contains(&("ingest:compact".to_string(), 1)));
+    // The replaced files stay for readers of older versions (until a vacuum).
+    for path in old.files.keys() {
+        assert!(table.join(path).exists(), "{path} was deleted");
+    }
+    let again = w.run(COMPACT);
+    assert_code(&again, 0);
+    assert!(
+        stderr(&again).contains("nothing to compact"),
+        "{}",
+        stderr(&again)
+    );
+    // A later load adds files; the next compaction is the job's txn 2.
+    let new_orders: Vec<Row> = input_rows(&[w.path("orders/2026-11-26.csv")])
+        .into_iter()
+        .map(|mut row| {
+            let id: u64 = row["order_id"].parse().unwrap();
+            row.insert("order_id".into(), (id + 100_000).to_string());
+            row
+        })
+        .collect();
+    let more = write_orders(&w, "more/x.csv", &new_orders);
+    let mut args = SMALL_COMMITS.to_vec();
+    *args.last_mut().unwrap() = more.to_str().unwrap();
+    assert_code(&w.run(&[&args[..], &["--job", "more"]].concat()), 0);
+    assert_code(&w.run(COMPACT), 0);
+    let log = delta_log(&table);
+    assert!(log.txns.contains(&("ingest:compact".to_string(), 2)));
+    assert_txns_once(&log, "two compactions");
+}
+
+/// Every fail point a Delta compaction reaches, then `--abort` (refused once the
+/// compaction passed its commit point) and `--recover`: the table's latest version
+/// holds the same rows at every instant, each commit's txn is applied once, and a
+/// compaction again leaves one file per partition.
+#[test]
+fn a_delta_compaction_killed_at_any_fail_point_commits_once_and_keeps_every_row() {
+    let mut crashed_at = std::collections::BTreeSet::new();
+    for point in listed_fail_points() {
+        let w = Workdir::new();
+        w.fixture("orders");
+        assert_code(&w.run(SMALL_COMMITS), 0);
+        let table = w.path("t");
+        let before = delta_rows(&table);
+        let out = w.run_failing(&format!("{point}:1"), COMPACT);
+        if crashed(&out) {
+            crashed_at.insert(point.clone());
+            assert_same_rows(
+                delta_rows(&table),
+                before.clone(),
+                &format!("{point}: crash"),
+            );
+            let aborted = w.run(&["-t", "t", "--job", "compact", "--abort"]);
+            match aborted.status.code() {
+                Some(0) => {}
+                Some(1) => assert!(stderr(&aborted).contains("--recover"), "{point}"),
+                _ => panic!("{point}: {}", stderr(&aborted)),
+            }
+            assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+        } else {
+            assert_code(&out, 0);
+        }
+        assert_same_rows(
+            delta_rows(&table),
+            before.clone(),
+            &format!("{point}: after"),
+        );
+        assert_txns_once(&delta_log(&table), &point);
+        assert_code(&w.run(COMPACT), 0);
+        assert_same_rows(delta_rows(&table), before, &format!("{point}: again"));
+        assert!(
+            files_per_partition(&table).values().all(|n| *n == 1),
+            "{point}"
+        );
+        assert_txns_once(&delta_log(&table), &point);
+    }
+    for point in [
+        "compact.write.mid",
+        "compact.verified.after",
+        "checkpoint.complete.after",
+        "commit.mid",
+        "delta.commit.before",
+        "delta.commit.written",
+        "delta.commit.after",
+        "checkpoint.committed.after",
+        "run.finished.before",
+    ] {
+        assert!(
+            crashed_at.contains(point),
+            "{point} never reached: {crashed_at:?}"
+        );
+    }
+}

@@ -46,4 +46,8 @@ impl Format for Hive {
     fn status(&self, _: &JobLayout) -> Result<Option<(u64, Option<i64>)>> {
         Ok(None)
     }
+
+    fn live_files(&self, _: &JobLayout) -> Result<Option<super::LiveFiles>> {
+        Ok(None)
+    }
 }

@@ -69,6 +69,18 @@ pub(crate) trait Format: Send + Sync {
     /// The table's log version and the job's last transaction version; `None` for a
     /// table without a log.
     fn status(&self, layout: &JobLayout) -> Result<Option<(u64, Option<i64>)>>;
+
+    /// `--compact`: the data files of the table's current version (path relative to the
+    /// table, size) and the job's transaction base, or `None` for a format whose files
+    /// are whatever its directories hold.
+    fn live_files(&self, layout: &JobLayout) -> Result<Option<LiveFiles>>;
+}
+
+/// A table's current files as its log names them, and a job's transaction base.
+#[derive(Debug)]
+pub(crate) struct LiveFiles {
+    pub(crate) files: Vec<(String, u64)>,
+    pub(crate) txn_base: i64,
 }
 
 /// The format of a table, or why this build cannot write it.

@@ -29,6 +29,11 @@
 //!   again is safe (a file already moved or linked is there), and a partition whose live
 //!   directory already has the shadow's inode is exchanged. `--abort` refuses once the
 //!   exchange began, as for an overwrite.
+//! - *A Delta table*: the same checkpoint, published under the partitions' paths
+//!   (invisible: no version names them), then one commit removes the files replaced and
+//!   adds the merged ones, `dataChange: false`, with job `compact`'s txn, so that
+//!   `--recover` never commits it twice (`table/delta/mod.rs`). Readers of older versions
+//!   keep reading the replaced files until a vacuum.
 //! - *Other jobs*: every job holds the table's lock shared while it acts, and a
 //!   compaction holds it exclusive (`ops/job.rs`), so no load publishes into a partition
 //!   between its listing and its exchange; and a compaction refuses to start while
@@ -36,6 +41,8 @@
 
 mod plan;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::SystemTime;
 
 use anyhow::{bail, Context, Result};
@@ -74,14 +81,8 @@ pub(crate) fn compact(cfg: &CompactConfig, messages: Messages) -> Result<Summary
             table.display()
         );
     };
-    if contract.table_format != TableFormat::Hive {
-        bail!(
-            "cannot compact {}: --compact rewrites Hive tables only so far; a Delta table's \
-             files are compacted by a Delta OPTIMIZE (not yet in ingest)",
-            table.display()
-        );
-    }
-    if contract.partition_by.is_empty() {
+    let hive = contract.table_format == TableFormat::Hive;
+    if hive && contract.partition_by.is_empty() {
         bail!(
             "cannot compact {}: the table is not partitioned, and readers list its files in \
              the table's own directory, which cannot be exchanged in one step for one holding \
@@ -115,12 +116,18 @@ pub(crate) fn compact(cfg: &CompactConfig, messages: Messages) -> Result<Summary
         }
     }
     refuse_interrupted_jobs(table)?;
+    // A Delta table's files are those its current version names, not its directories'.
+    let live = crate::table::format(contract.table_format)?.live_files(&layout)?;
+    if !hive && live.is_none() {
+        bail!("{} has no Delta log: nothing to compact", table.display());
+    }
     let partitions = plan::plan(
         table,
         &contract.partition_by,
         contract.format,
         cfg.target_size,
         &cfg.partitions,
+        live.as_ref().map(|l| &l.files[..]),
     )?;
     let reports: Vec<PartitionReport> = partitions.iter().map(plan::Partition::report).collect();
     if partitions.is_empty() || cfg.dry_run {
@@ -150,11 +157,18 @@ pub(crate) fn compact(cfg: &CompactConfig, messages: Messages) -> Result<Summary
         }
         .into());
     }
-    crate::sink::overwrite::check_supported(&layout)?;
-    let run = started_run(&contract, &partitions);
+    if hive {
+        crate::sink::overwrite::check_supported(&layout)?;
+    }
+    let run = started_run(
+        &contract,
+        &partitions,
+        live.map(|l| l.txn_base),
+        cfg.target_size,
+    );
     let mut journal = Journal::create(&layout, &run)?;
     failpoint::hit("run.started.after");
-    let checkpoint = stage(&layout, &run, &partitions, &contract)?;
+    let checkpoint = stage(&layout, &run, &partitions, &contract, common.threads)?;
     crate::ops::checkpoint::complete_and_commit(&mut journal, &layout, checkpoint, &run)?;
     let log = crate::ops::finish::finish(&layout, &mut journal, &mut manifest)?;
     let mut summary = Summary::from_log("compacted", COMPACT_JOB, &log, started.elapsed());
@@ -193,9 +207,15 @@ fn refuse_interrupted_jobs(table: &std::path::Path) -> Result<()> {
     )
 }
 
-/// The compaction's `RunStarted`: the table's options, in overwrite mode, and the files
-/// replaced.
-fn started_run(contract: &contract::Contract, partitions: &[plan::Partition]) -> RunStarted {
+/// The compaction's `RunStarted`: the table's options and the files replaced; a Hive
+/// table's in overwrite mode (the partitions are exchanged), a Delta table's in append
+/// mode with its transaction base (one commit removes and adds).
+fn started_run(
+    contract: &contract::Contract,
+    partitions: &[plan::Partition],
+    delta_txn_base: Option<i64>,
+    target_size: u64,
+) -> RunStarted {
     let replaces = partitions
         .iter()
         .flat_map(|p| {
@@ -214,20 +234,23 @@ fn started_run(contract: &contract::Contract, partitions: &[plan::Partition]) ->
             partition_by: contract.partition_by.clone(),
             checkpoint_rows: u64::MAX,
             format: contract.format,
-            table_format: TableFormat::Hive,
+            table_format: contract.table_format,
             max_errors: 0,
             schema: None,
             stages: Vec::new(),
             compression: contract.compression,
-            target_file_size: None,
-            mode: Mode::OverwritePartitions,
+            target_file_size: Some(target_size),
+            mode: match delta_txn_base {
+                None => Mode::OverwritePartitions,
+                Some(_) => Mode::Append,
+            },
             json_new_keys: NewKeys::Error,
             on_bad_input: OnBadInput::Fail,
             fill_missing: false,
         },
         inputs: Vec::new(),
         contract_recorded: false,
-        delta_txn_base: None,
+        delta_txn_base,
         contract_before: None,
         delta_create: None,
         compaction: Some(Compaction { replaces }),
@@ -235,60 +258,101 @@ fn started_run(contract: &contract::Contract, partitions: &[plan::Partition]) ->
 }
 
 /// Merges each bin into a staged file, each fsynced and checked, and their directory
-/// fsynced: the run's one checkpoint, ready to be journaled.
+/// fsynced: the run's one checkpoint, ready to be journaled. `threads` merge bins at
+/// once (each bin is one file, read and written by one thread); the files are numbered
+/// by bin, whichever thread merges them.
 fn stage(
     layout: &JobLayout,
     run: &RunStarted,
     partitions: &[plan::Partition],
     contract: &contract::Contract,
+    threads: usize,
 ) -> Result<Checkpoint> {
     const CHECKPOINT: u64 = 1;
     let staging = layout.pending_txn(&run.run_id, CHECKPOINT);
     fsutil::create_dir_all_durable(&staging)?;
     fsutil::sync_ancestors(&staging, &layout.table)?;
-    let mut files = Vec::new();
-    let mut rows = 0;
-    for partition in partitions {
-        for bin in &partition.bins {
-            if let Some(signal) = signals::requested() {
-                return Err(crate::core::error::Stopped {
-                    signal,
-                    detail: "before the compaction's commit point; the table is unchanged".into(),
-                }
-                .into());
+    let bins: Vec<(&plan::Partition, &plan::Bin)> = partitions
+        .iter()
+        .flat_map(|p| p.bins.iter().map(move |b| (p, b)))
+        .collect();
+    let merge_one = |seq: usize| -> Result<StagedFile> {
+        let (partition, bin) = bins[seq];
+        if let Some(signal) = signals::requested() {
+            return Err(crate::core::error::Stopped {
+                signal,
+                detail: "before the compaction's commit point; the table is unchanged".into(),
             }
-            let name = format!(
-                "part-{COMPACT_JOB}-{}-{CHECKPOINT:06}-{:05}.{}",
-                run.run_id,
-                files.len(),
-                bin.kind.extension()
-            );
-            let inputs: Vec<_> = bin
-                .files
-                .iter()
-                .map(|f| layout.in_table(&format!("{}/{}", partition.path, f.name)))
-                .collect();
-            let merged = merge::merge(bin.kind, &inputs, &staging.join(&name), &partition.path)
-                .with_context(|| format!("cannot compact partition {}", partition.path))?;
-            rows += merged.rows;
-            let staged = staging
-                .strip_prefix(&layout.dir)
-                .context("the staging area is outside the job's directory")?
-                .join(&name);
-            files.push(StagedFile {
-                staged: staged.to_string_lossy().into_owned(),
-                dest: format!("{}/{name}", partition.path),
-                size: merged.size,
-                rows: merged.rows,
-                upload: None,
-            });
-            if files.len() == 1 {
-                failpoint::hit("compact.write.mid");
-            }
+            .into());
         }
+        let name = format!(
+            "part-{COMPACT_JOB}-{}-{CHECKPOINT:06}-{seq:05}.{}",
+            run.run_id,
+            bin.kind.extension()
+        );
+        let inputs: Vec<_> = bin
+            .files
+            .iter()
+            .map(|f| layout.in_table(&in_partition(&partition.path, &f.name)))
+            .collect();
+        let merged = merge::merge(bin.kind, &inputs, &staging.join(&name), &partition.path)
+            .with_context(|| format!("cannot compact partition {}", partition.path))?;
+        let staged = staging
+            .strip_prefix(&layout.dir)
+            .context("the staging area is outside the job's directory")?
+            .join(&name);
+        Ok(StagedFile {
+            staged: staged.to_string_lossy().into_owned(),
+            dest: in_partition(&partition.path, &name),
+            size: merged.size,
+            rows: merged.rows,
+            upload: None,
+        })
+    };
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<StagedFile>>>> =
+        Mutex::new((0..bins.len()).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..threads.clamp(1, bins.len().max(1)) {
+            scope.spawn(|| loop {
+                let seq = next.fetch_add(1, Ordering::Relaxed);
+                if seq >= bins.len() {
+                    return;
+                }
+                let result = merge_one(seq);
+                let failed = result.is_err();
+                if done.fetch_add(1, Ordering::SeqCst) == 0 {
+                    failpoint::hit("compact.write.mid");
+                }
+                if let Ok(mut results) = results.lock() {
+                    results[seq] = Some(result);
+                }
+                if failed {
+                    // The others stop at their next bin: the compaction has failed.
+                    next.store(bins.len(), Ordering::Relaxed);
+                    return;
+                }
+            });
+        }
+    });
+    let results = results
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("a thread merging files panicked"))?;
+    let mut files = Vec::with_capacity(results.len());
+    for result in results {
+        match result {
+            Some(file) => files.push(file?),
+            // Never started: an earlier bin failed, and its error comes first.
+            None => continue,
+        }
+    }
+    if files.len() != bins.len() {
+        bail!("a thread merging files stopped before its last bin");
     }
     fsutil::sync_dir(&staging)?;
     failpoint::hit("compact.verified.after");
+    let rows = files.iter().map(|f| f.rows).sum();
     Ok(Checkpoint {
         checkpoint: CHECKPOINT,
         columns: contract.columns.iter().map(|c| c.name.clone()).collect(),
@@ -297,4 +361,13 @@ fn stage(
         rows_written: rows,
         ..Checkpoint::empty_last(CHECKPOINT)
     })
+}
+
+/// A file's path relative to the table: in its partition's directory, or in the table's
+/// own (an unpartitioned Delta table).
+fn in_partition(partition: &str, name: &str) -> String {
+    match partition {
+        "" => name.to_string(),
+        partition => format!("{partition}/{name}"),
+    }
 }

@@ -50,13 +50,16 @@ impl Partition {
 
 /// The partitions of the table at `table` (partitioned by `partition_by`, its files of
 /// `format`) that have two or more files under `target` bytes that can merge, limited to
-/// those matching every `only` filter (`COL=VALUE` directory components).
+/// those matching every `only` filter (`COL=VALUE` directory components). The files are
+/// those its directories hold, or `listed` (path relative to the table, size) for a table
+/// whose log names them.
 pub(crate) fn plan(
     table: &Path,
     partition_by: &[String],
     format: Format,
     target: u64,
     only: &[(String, String)],
+    listed: Option<&[(String, u64)]>,
 ) -> Result<Vec<Partition>> {
     for (column, _) in only {
         if !partition_by.contains(column) {
@@ -67,7 +70,46 @@ pub(crate) fn plan(
             );
         }
     }
+    let by_partition = match listed {
+        Some(files) => grouped(files),
+        None => listed_in_directories(table, partition_by)?,
+    };
     let mut partitions = Vec::new();
+    for (path, files) in by_partition {
+        let components: Vec<String> = match path.as_str() {
+            "" => Vec::new(),
+            path => path.split('/').map(str::to_string).collect(),
+        };
+        if !is_partition(&components, partition_by) || !matches(&components, only)? {
+            continue;
+        }
+        let bins = bins(&table.join(&path), files, format, target)?;
+        if !bins.is_empty() {
+            partitions.push(Partition { path, bins });
+        }
+    }
+    Ok(partitions)
+}
+
+/// Files by the partition directory they are in (`""`: the table's own).
+fn grouped(files: &[(String, u64)]) -> std::collections::BTreeMap<String, Vec<TableFile>> {
+    let mut by = std::collections::BTreeMap::<String, Vec<TableFile>>::new();
+    for (path, size) in files {
+        let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+        by.entry(dir.to_string()).or_default().push(TableFile {
+            name: name.to_string(),
+            size: *size,
+        });
+    }
+    by
+}
+
+/// The files of each partition directory of a Hive table, by walking it.
+fn listed_in_directories(
+    table: &Path,
+    partition_by: &[String],
+) -> Result<std::collections::BTreeMap<String, Vec<TableFile>>> {
+    let mut by = std::collections::BTreeMap::new();
     let walk = walkdir::WalkDir::new(table)
         .min_depth(partition_by.len())
         .max_depth(partition_by.len())
@@ -83,22 +125,30 @@ pub(crate) fn plan(
             .path()
             .strip_prefix(table)
             .with_context(|| format!("{} is outside the table", entry.path().display()))?;
-        let components: Vec<String> = rel
+        let path = rel
             .components()
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect();
-        if !is_partition(&components, partition_by) || !matches(&components, only)? {
-            continue;
+            .collect::<Vec<_>>()
+            .join("/");
+        let dir = entry.path();
+        let mut files = Vec::new();
+        for file in
+            std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?
+        {
+            let file = file.with_context(|| format!("cannot list {}", dir.display()))?;
+            let meta = file
+                .metadata()
+                .with_context(|| format!("cannot stat {}", file.path().display()))?;
+            if meta.is_file() {
+                files.push(TableFile {
+                    name: file.file_name().to_string_lossy().into_owned(),
+                    size: meta.len(),
+                });
+            }
         }
-        let bins = bins(entry.path(), format, target)?;
-        if !bins.is_empty() {
-            partitions.push(Partition {
-                path: components.join("/"),
-                bins,
-            });
-        }
+        by.insert(path, files);
     }
-    Ok(partitions)
+    Ok(by)
 }
 
 fn hidden(name: &str) -> bool {
@@ -129,31 +179,22 @@ fn matches(components: &[String], only: &[(String, String)]) -> Result<bool> {
     Ok(true)
 }
 
-/// The bins of one partition's files: its data files under `target` bytes, grouped by
-/// kind and shape, taken in name order into bins of at most `target` bytes; only bins of
-/// two or more files are kept (one file alone is already as few as it gets).
-fn bins(dir: &Path, format: Format, target: u64) -> Result<Vec<Bin>> {
-    let mut small = Vec::new();
-    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
-        let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(kind) = FileKind::of(&name, format) else {
-            continue;
-        };
-        let meta = entry
-            .metadata()
-            .with_context(|| format!("cannot stat {}", entry.path().display()))?;
-        if !meta.is_file() || meta.len() >= target {
-            continue;
-        }
-        small.push((kind, name, meta.len()));
-    }
-    small.sort_by(|a, b| a.1.cmp(&b.1));
+/// The bins of one partition's files (in directory `dir`): its data files under `target`
+/// bytes, grouped by kind and shape, taken in name order into bins of at most `target`
+/// bytes; only bins of two or more files are kept (one file alone is already as few as
+/// it gets).
+fn bins(dir: &Path, files: Vec<TableFile>, format: Format, target: u64) -> Result<Vec<Bin>> {
+    let mut small: Vec<(FileKind, TableFile)> = files
+        .into_iter()
+        .filter(|f| f.size < target)
+        .filter_map(|f| FileKind::of(&f.name, format).map(|kind| (kind, f)))
+        .collect();
+    small.sort_by(|a, b| a.1.name.cmp(&b.1.name));
     // (kind, shape) → the bin being filled, then the full ones.
     let mut open: Vec<((FileKind, String), Bin)> = Vec::new();
     let mut bins = Vec::new();
-    for (kind, name, size) in small {
-        let shape = kind.shape(&dir.join(&name))?;
+    for (kind, file) in small {
+        let shape = kind.shape(&dir.join(&file.name))?;
         let key = (kind, shape);
         let at = match open.iter().position(|(k, _)| *k == key) {
             Some(at) => at,
@@ -169,11 +210,11 @@ fn bins(dir: &Path, format: Format, target: u64) -> Result<Vec<Bin>> {
             }
         };
         let bin = &mut open[at].1;
-        if !bin.files.is_empty() && bin.bytes() + size > target {
+        if !bin.files.is_empty() && bin.bytes() + file.size > target {
             let full = std::mem::take(&mut bin.files);
             bins.push(Bin { kind, files: full });
         }
-        bin.files.push(TableFile { name, size });
+        bin.files.push(file);
     }
     bins.extend(open.into_iter().map(|(_, bin)| bin));
     bins.retain(|b| b.files.len() >= 2);
@@ -202,7 +243,7 @@ mod tests {
         file(&dir, ".hidden.csv", ten);
         file(&dir, "notes.txt", ten);
         let by = vec!["dt".to_string()];
-        let plan = plan(table.path(), &by, Format::Csv, 40, &[]).unwrap();
+        let plan = plan(table.path(), &by, Format::Csv, 40, &[], None).unwrap();
         assert_eq!(plan.len(), 1);
         assert_eq!(plan[0].path, "dt=1");
         let names: Vec<Vec<&str>> = plan[0]
@@ -230,7 +271,7 @@ mod tests {
         }
         let by = vec!["a".to_string(), "b".to_string()];
         let paths = |only: &[(String, String)]| -> Vec<String> {
-            plan(table.path(), &by, Format::Csv, 1 << 20, only)
+            plan(table.path(), &by, Format::Csv, 1 << 20, only, None)
                 .unwrap()
                 .into_iter()
                 .map(|p| p.path)
@@ -251,7 +292,42 @@ mod tests {
             Format::Csv,
             1,
             &[("c".into(), "z".into())],
+            None,
         );
         assert!(format!("{:#}", err.unwrap_err()).contains("not a partition column"));
+    }
+
+    #[test]
+    fn listed_files_are_those_of_a_log_not_of_the_directories() {
+        let table = tempfile::tempdir().unwrap();
+        // On disk: four files in p=1, one named by no version; two at the root.
+        let dir = table.path().join("p=1");
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["a.parquet", "b.parquet", "c.parquet", "gone.parquet"] {
+            file(&dir, name, b"");
+        }
+        let listed: Vec<(String, u64)> = [
+            ("p=1/a.parquet", 10),
+            ("p=1/b.parquet", 10),
+            ("p=1/c.parquet", 500),
+            ("x.parquet", 10),
+            ("y.parquet", 10),
+        ]
+        .into_iter()
+        .map(|(p, s)| (p.to_string(), s))
+        .collect();
+        let by = vec!["p".to_string()];
+        // Empty files have no Parquet schema: a shape is read only for files that bin.
+        let plan = plan(table.path(), &by, Format::Parquet, 100, &[], Some(&listed));
+        let err = format!("{:#}", plan.unwrap_err());
+        assert!(err.contains("a.parquet"), "{err}");
+        // Unpartitioned: the table's own files.
+        let grouped = grouped(&listed);
+        assert_eq!(
+            grouped.keys().collect::<Vec<_>>(),
+            vec![&"".to_string(), &"p=1".to_string()]
+        );
+        assert_eq!(grouped["p=1"].len(), 3);
+        assert_eq!(grouped[""][1].name, "y.parquet");
     }
 }

@@ -10,7 +10,7 @@ use std::future::IntoFuture;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{Action, Add, StructField, Transaction};
 use deltalake::operations::create::CreateBuilder;
@@ -379,6 +379,55 @@ impl Log {
 }
 
 impl Log {
+    /// The data files of this version: path relative to the table, size.
+    pub(crate) fn files(&self) -> Result<Vec<(String, u64)>> {
+        Ok(self
+            .state()?
+            .log_data()
+            .iter()
+            .map(|f| (f.path().to_string(), u64::try_from(f.size()).unwrap_or(0)))
+            .collect())
+    }
+
+    /// A compaction's commit: `adds` (the merged files) and a `remove` of every file of
+    /// `replaces`, all with `dataChange: false`, and `txn { app, version }`, as an
+    /// OPTIMIZE aiming at `target_size` bytes a file. Fails, committing nothing, if a file of `replaces` is no longer in this
+    /// version; delta-rs fails it too if a concurrent commit removes one. Returns the log
+    /// version it got.
+    pub(crate) fn commit_compaction(
+        &mut self,
+        adds: Vec<Add>,
+        replaces: &std::collections::HashSet<String>,
+        (app, version): (&str, i64),
+        target_size: u64,
+    ) -> Result<u64> {
+        let mut actions: Vec<Action> = self
+            .state()?
+            .log_data()
+            .iter()
+            .filter(|f| replaces.contains(f.path().as_ref()))
+            .map(|f| Action::Remove(f.remove_action(false)))
+            .collect();
+        if actions.len() != replaces.len() {
+            bail!(
+                "{} of the {} files the compaction replaces are no longer in {} (another \
+                 writer removed them since it began); nothing was changed: `--abort` the \
+                 compaction and run it again",
+                replaces.len() - actions.len(),
+                replaces.len(),
+                self.name
+            );
+        }
+        let target_size = i64::try_from(target_size).unwrap_or(i64::MAX);
+        actions.extend(adds.into_iter().map(Action::Add));
+        let operation = DeltaOperation::Optimize {
+            predicate: None,
+            target_size,
+        };
+        let committed = self.commit(actions, operation, Some(Transaction::new(app, version)))?;
+        Ok(committed)
+    }
+
     /// Removes from the table, in one commit, those files of `paths` (table-relative)
     /// that its current version has; returns how many and their rows. A repeat finds
     /// none and commits nothing.

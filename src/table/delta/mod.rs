@@ -38,6 +38,14 @@
 //!   while the journal says they are in. So a commit found already made is settled
 //!   (fsynced with its directory) before it is trusted (`checkpoint.rs`, case 6).
 //!
+//! # A compaction (`--compact`, `ops/compact/`)
+//! The same steps, with one checkpoint whose files are the merged ones: its commit
+//! removes the files they replace and adds them, all with `dataChange: false` (as Delta's
+//! OPTIMIZE writes: readers of the change feed see no new rows), and the job `compact`'s
+//! txn. If another writer removed a file it replaces since the compaction read the log,
+//! the commit fails (a concurrent remove of a removed file is a conflict) and nothing
+//! changes; older versions keep reading the replaced files until a vacuum.
+//!
 //! What recovery needs (the source position, input fingerprints, stage snapshots) stays
 //! in the job's journal under `TABLE/_ingest/`, which Delta readers never list.
 
@@ -136,9 +144,21 @@ pub(crate) fn commit(layout: &JobLayout, run: &RunStarted, checkpoint: &Checkpoi
         table.settle_log()?;
         return Ok(());
     }
-    let adds = actions::adds(checkpoint, &run.options.partition_by, &table.schema()?)?;
+    let mut adds = actions::adds(checkpoint, &run.options.partition_by, &table.schema()?)?;
     failpoint::hit("delta.commit.before");
-    let committed = table.commit_adds(adds, &app, version, &run.options.partition_by)?;
+    let committed = match &run.compaction {
+        None => table.commit_adds(adds, &app, version, &run.options.partition_by)?,
+        // A compaction that stopped before its commit point replaces nothing.
+        Some(_) if adds.is_empty() => return Ok(()),
+        Some(compaction) => {
+            for add in &mut adds {
+                add.data_change = false;
+            }
+            let replaces = compaction.replaces.iter().cloned().collect();
+            let target = run.options.target_file_size.unwrap_or(0);
+            table.commit_compaction(adds, &replaces, (&app, version), target)?
+        }
+    };
     failpoint::hit("delta.commit.written");
     table.settle_version(committed)?;
     failpoint::hit("delta.commit.after");
@@ -343,5 +363,15 @@ impl Format for Delta {
 
     fn status(&self, layout: &JobLayout) -> Result<Option<(u64, Option<i64>)>> {
         Ok(status(layout)?.map(|s| (s.version, s.txn)))
+    }
+
+    fn live_files(&self, layout: &JobLayout) -> Result<Option<super::LiveFiles>> {
+        let Some(table) = log::try_open(layout)? else {
+            return Ok(None);
+        };
+        Ok(Some(super::LiveFiles {
+            files: table.files()?,
+            txn_base: table.txn_version(&app_id(&layout.job))?.unwrap_or(0),
+        }))
     }
 }
