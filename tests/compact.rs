@@ -449,3 +449,38 @@ fn a_reader_listing_a_partition_sees_the_old_files_or_the_merged_one_never_both_
         "over {polls} listings, a reader saw something other than old then new"
     );
 }
+
+#[test]
+fn status_files_counts_each_partitions_files_and_suggests_compact_until_it_ran() {
+    let w = loaded(&[]);
+    let out = w.run(&["-t", "t", "--status", "--files"]);
+    assert_code(&out, 0);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("files: 151 in 8 partition(s)"), "{text}");
+    assert!(text.contains("country=DE: 19 file(s)"), "{text}");
+    assert!(text.contains("--compact"), "{text}");
+    let out = w.run(&["-t", "t", "--status", "--files", "--json"]);
+    assert_code(&out, 0);
+    let both: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(both["jobs"][0]["job"], "default");
+    assert_eq!(both["files"]["files"], 151);
+    assert_eq!(both["files"]["compactable_partitions"], 8);
+    let partitions = both["files"]["partitions"].as_array().unwrap();
+    let bytes: u64 = partitions
+        .iter()
+        .map(|p| p["bytes"].as_u64().unwrap())
+        .sum();
+    let on_disk: u64 = data_files(&w.path("t"))
+        .iter()
+        .map(|(f, _)| std::fs::metadata(f).unwrap().len())
+        .sum();
+    assert_eq!(bytes, on_disk);
+
+    assert_code(&w.run(COMPACT), 0);
+    let out = w.run(&["-t", "t", "--status", "--files"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("files: 8 in 8 partition(s)"), "{text}");
+    assert!(!text.contains("ingest --target"), "{text}");
+    // Without --status it means nothing.
+    assert_code(&w.run(&["-t", "t", "--files"]), 2);
+}

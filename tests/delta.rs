@@ -885,3 +885,22 @@ fn a_delta_compaction_killed_at_any_fail_point_commits_once_and_keeps_every_row(
         );
     }
 }
+
+#[test]
+fn status_files_of_a_delta_table_counts_the_files_of_its_latest_version_only() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    assert_code(&w.run(SMALL_COMMITS), 0);
+    let table = w.path("t");
+    let named = delta_log(&table).files.len() as u64;
+    let status = |w: &Workdir| -> serde_json::Value {
+        let out = w.run(&["-t", "t", "--status", "--files", "--json"]);
+        assert_code(&out, 0);
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    assert_eq!(status(&w)["files"]["files"], named);
+    assert_code(&w.run(COMPACT), 0);
+    // The replaced files are still on disk; the latest version names 8.
+    assert_eq!(status(&w)["files"]["files"], 8);
+    assert_eq!(status(&w)["files"]["compactable_partitions"], 0);
+}

@@ -48,6 +48,11 @@ pub(crate) struct Cli {
     #[arg(long, conflicts_with_all = LOAD_ONLY, conflicts_with = "recover")]
     pub(crate) status: bool,
 
+    /// With --status: each partition's data files, their count and sizes, and what
+    /// --compact would merge
+    #[arg(long, requires = "status")]
+    pub(crate) files: bool,
+
     /// Undo an interrupted run as if it had never started: remove what it published and
     /// staged; its inputs count as not loaded
     #[arg(long, conflicts_with_all = LOAD_ONLY, conflicts_with_all = ["recover", "status"])]

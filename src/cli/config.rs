@@ -340,7 +340,7 @@ pub(crate) fn command(cli: Cli) -> Result<Command> {
         threads: cli.threads.map_or_else(default_threads, |n| n as usize),
     };
     if cli.status {
-        return Ok(Command::Status(common, job));
+        return Ok(Command::Status(common, job, cli.files));
     }
     if cli.compact {
         return compact(&cli, common, job.as_deref());

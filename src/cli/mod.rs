@@ -49,8 +49,8 @@ fn execute(command: Command) -> Result<Option<(Vec<Summary>, bool, Messages)>> {
             let summary = compact::compact(&cfg, messages)?;
             Ok(Some((vec![summary], cfg.common.json, messages)))
         }
-        Command::Status(common, job) => {
-            status::print(&common, job.as_deref())?;
+        Command::Status(common, job, files) => {
+            status::print(&common, job.as_deref(), files)?;
             Ok(None)
         }
         Command::Load(cfg) => {

@@ -17,3 +17,4 @@ pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod settings;
 pub(crate) mod status;
+pub(crate) mod table_files;

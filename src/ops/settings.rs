@@ -22,8 +22,9 @@ pub(crate) enum Command {
     Recover(Common, Option<u64>, Option<String>),
     /// Undo the interrupted run of the job named, or of the one interrupted job.
     Abort(Common, Option<String>),
-    /// Describe the table's jobs; `None` for every job.
-    Status(Common, Option<String>),
+    /// Describe the table's jobs; `None` for every job; with `files`, its partitions'
+    /// files too (`--status --files`).
+    Status(Common, Option<String>, bool),
     /// Merge the table's small files (`--compact`).
     Compact(Box<CompactConfig>),
     /// Print a `[schema]` inferred from the inputs.
@@ -99,7 +100,7 @@ impl Command {
             Command::Compact(cfg) => Some(&cfg.common),
             Command::Recover(common, ..)
             | Command::Abort(common, _)
-            | Command::Status(common, _) => Some(common),
+            | Command::Status(common, ..) => Some(common),
             _ => None,
         }
     }

@@ -217,9 +217,15 @@ fn recovery_plan(log: &RunLog, torn: u64) -> Vec<String> {
 ///
 /// A path that holds no table is an error (exit 1), not an empty listing: a typo in a
 /// script's path must not read as "all is well".
-pub(crate) fn print(common: &Common, job: Option<&str>) -> Result<()> {
+pub(crate) fn print(common: &Common, job: Option<&str>, files: bool) -> Result<()> {
     #[cfg(feature = "s3")]
     if let Some(url) = &common.remote {
+        if files {
+            anyhow::bail!(
+                "--status --files lists the files of tables on a filesystem; for {url}, list \
+                 its partitions with your object store's tools"
+            );
+        }
         return print_remote(common, url, job);
     }
     let table = &common.table;
@@ -243,6 +249,20 @@ pub(crate) fn print(common: &Common, job: Option<&str>) -> Result<()> {
         .iter()
         .map(|job| job_status(&JobLayout::new(&common.table, job)))
         .collect::<Result<Vec<_>>>()?;
+    if files {
+        let files = crate::ops::table_files::of(table)?;
+        let name = table.display().to_string();
+        let out = if common.json {
+            let both = serde_json::json!({ "jobs": statuses, "files": files });
+            format!("{}\n", serde_json::to_string(&both)?)
+        } else {
+            let mut out = String::new();
+            write_text(&mut out, &statuses, &name)?;
+            crate::ops::table_files::write_text(&mut out, &files, &name)?;
+            out
+        };
+        return crate::core::sys::output::print(&out);
+    }
     show(common, &statuses, &table.display().to_string())
 }
 

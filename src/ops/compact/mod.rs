@@ -39,7 +39,7 @@
 //!   between its listing and its exchange; and a compaction refuses to start while
 //!   another job has an interrupted run, whose recovery or abort acts on files by name.
 
-mod plan;
+pub(crate) mod plan;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

@@ -91,6 +91,26 @@ pub(crate) fn plan(
     Ok(partitions)
 }
 
+/// The files of each partition of the table (the log's `listed`, or its directories'),
+/// by partition path, data files of `format` only, in name order.
+pub(crate) fn files_by_partition(
+    table: &Path,
+    partition_by: &[String],
+    format: Format,
+    listed: Option<&[(String, u64)]>,
+) -> Result<std::collections::BTreeMap<String, Vec<TableFile>>> {
+    let mut by = match listed {
+        Some(files) => grouped(files),
+        None => listed_in_directories(table, partition_by)?,
+    };
+    for files in by.values_mut() {
+        files.retain(|f| FileKind::of(&f.name, format).is_some());
+        files.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    by.retain(|_, files| !files.is_empty());
+    Ok(by)
+}
+
 /// Files by the partition directory they are in (`""`: the table's own).
 fn grouped(files: &[(String, u64)]) -> std::collections::BTreeMap<String, Vec<TableFile>> {
     let mut by = std::collections::BTreeMap::<String, Vec<TableFile>>::new();
