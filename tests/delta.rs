@@ -904,3 +904,62 @@ fn status_files_of_a_delta_table_counts_the_files_of_its_latest_version_only() {
     assert_eq!(status(&w)["files"]["files"], 8);
     assert_eq!(status(&w)["files"]["compactable_partitions"], 0);
 }
+
+/// Past delta-rs's checkpoint interval (a Parquet checkpoint of the log every 100
+/// versions), the job's txn lives on in the checkpoint: with the JSON commits it covers
+/// gone (as the log's cleanup of expired entries removes them), a recovery still finds
+/// which checkpoints were committed and commits none twice.
+#[test]
+fn past_a_log_checkpoint_the_jobs_txn_survives_the_cleanup_of_older_commits() {
+    let w = Workdir::new();
+    let rows: String = (0..110).map(|i| format!("{i},v{i}\n")).collect();
+    w.write("in/rows.csv", format!("id,v\n{rows}"));
+    let load = [
+        "-t",
+        "t",
+        "--table-format",
+        "delta",
+        "--checkpoint-rows",
+        "1",
+        "in",
+    ];
+    let out = w.run_failing("checkpoint.committed.after:105", &load);
+    assert!(crashed(&out), "{}", stderr(&out));
+    let log = w.path("t/_delta_log");
+    assert!(log.join(format!("{:020}.checkpoint.parquet", 99)).exists());
+    assert!(log.join("_last_checkpoint").exists());
+    for version in 0..=99 {
+        std::fs::remove_file(log.join(format!("{version:020}.json"))).unwrap();
+    }
+    assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+    // 110 checkpoints of a row and the run's last, empty one (its barrier comes after the
+    // last row), the first creating the table: versions 0 to 110, none twice.
+    let commits: Vec<u64> = std::fs::read_dir(&log)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".json")?.parse().ok()
+        })
+        .collect();
+    assert_eq!(commits.iter().max(), Some(&110), "{commits:?}");
+    assert_eq!(commits.len(), 11);
+    let out = w.run(&["-t", "t", "--status", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status[0]["delta_txn_version"], 111, "{status}");
+    assert_eq!(status[0]["delta_version"], 110, "{status}");
+    let again = w.run(&load);
+    assert_code(&again, 0);
+    assert!(
+        stderr(&again).contains("nothing to load"),
+        "{}",
+        stderr(&again)
+    );
+    // Every row once in the data files (each commit added one file, none removed).
+    let mut rows = Vec::new();
+    for (file, partition) in data_files(&w.path("t")) {
+        if file.to_string_lossy().ends_with(".parquet") && !file.starts_with(&log) {
+            rows.extend(parquet_file_rows(&file, &partition));
+        }
+    }
+    assert_same_rows(rows, input_rows(&[w.path("in")]), "past a checkpoint");
+}

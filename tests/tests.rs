@@ -40,3 +40,4 @@ mod shard;
 mod stages;
 mod symlinks;
 mod types;
+mod vacuum;

@@ -35,7 +35,7 @@ pub(crate) struct Cli {
     /// Input files or directories (walked recursively in sorted order, hidden entries
     /// skipped), or s3://BUCKET/KEY objects and key prefixes (listed in key order)
     #[arg(value_name = "INPUT",
-        required_unless_present_any = ["recover", "status", "abort", "compact", "list_fail_points", "completions", "config"])]
+        required_unless_present_any = ["recover", "status", "abort", "compact", "vacuum", "list_fail_points", "completions", "config"])]
     pub(crate) inputs: Vec<PathBuf>,
 
     /// Finish an interrupted run: commit completed checkpoints, discard the rest, resume
@@ -63,6 +63,18 @@ pub(crate) struct Cli {
     /// job `compact` (--recover and --abort work on it); with --dry-run, list them
     #[arg(long, conflicts_with_all = COMPACT_CONFLICTS)]
     pub(crate) compact: bool,
+
+    /// Delete what no reader or run needs: a Delta table's files that no version within
+    /// --retention names, and leftovers of runs that are over under _ingest/ (never a
+    /// journal or manifest); with --dry-run, list them
+    #[arg(long, conflicts_with_all = COMPACT_CONFLICTS, conflicts_with_all = ["compact", "target_file_size"])]
+    pub(crate) vacuum: bool,
+
+    /// With --vacuum: how long replaced files stay for readers of older versions
+    /// (e.g. 7d, 12h, 0s) [default: the Delta table's delta.deletedFileRetentionDuration,
+    /// else 7d]
+    #[arg(long, value_name = "DURATION", requires = "vacuum")]
+    pub(crate) retention: Option<String>,
 
     /// With --compact: only the partitions whose COL is VALUE (repeatable; all must match)
     #[arg(long, value_name = "COL=VALUE", requires = "compact")]

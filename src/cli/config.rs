@@ -15,7 +15,9 @@ use crate::core::options::RunOptions;
 use crate::core::options::{Format, Mode, TableFormat};
 use crate::core::schema::ColumnType;
 use crate::core::spec::StageSpec;
-use crate::ops::settings::{default_threads, Command, Common, CompactConfig, LoadConfig};
+use crate::ops::settings::{
+    default_threads, Command, Common, CompactConfig, LoadConfig, VacuumConfig,
+};
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(msg.into()))
@@ -344,6 +346,21 @@ pub(crate) fn command(cli: Cli) -> Result<Command> {
     }
     if cli.compact {
         return compact(&cli, common, job.as_deref());
+    }
+    if cli.vacuum {
+        let retention = match cli.retention.as_deref() {
+            Some(text) => Some(humantime::parse_duration(text).map_err(|e| {
+                usage(format!(
+                    "--retention {text:?} is not a duration such as 7d, 12h or 0s: {e}"
+                ))
+            })?),
+            None => None,
+        };
+        return Ok(Command::Vacuum(Box::new(VacuumConfig {
+            common,
+            retention,
+            dry_run: cli.dry_run,
+        })));
     }
     if cli.abort {
         return Ok(Command::Abort(common, job));

@@ -19,7 +19,7 @@ use crate::core::messages::Messages;
 use crate::core::sys::{failpoint, fsutil, output, signals};
 use crate::ops::report::Summary;
 use crate::ops::settings::Command;
-use crate::ops::{abort, compact, infer, recover, run, status};
+use crate::ops::{abort, compact, infer, recover, run, status, vacuum};
 use args::Cli;
 use exit::Exit;
 use failure::{one_line, Failure};
@@ -47,6 +47,13 @@ fn execute(command: Command) -> Result<Option<(Vec<Summary>, bool, Messages)>> {
                 quiet: cfg.common.quiet,
             };
             let summary = compact::compact(&cfg, messages)?;
+            Ok(Some((vec![summary], cfg.common.json, messages)))
+        }
+        Command::Vacuum(cfg) => {
+            let messages = Messages {
+                quiet: cfg.common.quiet,
+            };
+            let summary = vacuum::vacuum(&cfg, messages)?;
             Ok(Some((vec![summary], cfg.common.json, messages)))
         }
         Command::Status(common, job, files) => {

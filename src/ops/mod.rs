@@ -18,3 +18,4 @@ pub(crate) mod run;
 pub(crate) mod settings;
 pub(crate) mod status;
 pub(crate) mod table_files;
+pub(crate) mod vacuum;

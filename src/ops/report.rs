@@ -46,6 +46,18 @@ pub(crate) struct Summary {
     /// `--compact`: each partition merged (or, with `--dry-run`, that would be).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) compacted: Option<Vec<PartitionReport>>,
+    /// `--vacuum`: what it deleted (or, with `--dry-run`, would).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) vacuumed: Option<Vacuumed>,
+}
+
+/// What `--vacuum` deleted, relative to the table.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct Vacuumed {
+    /// A Delta table's data files that no version within the retention names.
+    pub(crate) data_files: Vec<String>,
+    /// Staging, snapshots and shadows of runs that are over, under `_ingest/`.
+    pub(crate) leftovers: Vec<String>,
 }
 
 /// What `--compact` says of a partition (`--json` lists them).
@@ -166,6 +178,21 @@ impl Summary {
                 self.quarantine_note()
             ),
             "nothing-to-recover" => "nothing to recover".to_string(),
+            "nothing-to-vacuum" => "nothing to vacuum".to_string(),
+            "vacuumed" | "would-vacuum" => {
+                let v = self.vacuumed.clone().unwrap_or_default();
+                format!(
+                    "{} {} data file(s) that no version within the retention names, and {} \
+                     leftover(s) of runs that are over under _ingest/",
+                    if self.outcome == "vacuumed" {
+                        "vacuumed: deleted"
+                    } else {
+                        "dry run: would delete"
+                    },
+                    v.data_files.len(),
+                    v.leftovers.len()
+                )
+            }
             "nothing-to-compact" => {
                 "nothing to compact: no partition has two or more small files that can merge"
                     .to_string()

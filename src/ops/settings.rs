@@ -27,6 +27,8 @@ pub(crate) enum Command {
     Status(Common, Option<String>, bool),
     /// Merge the table's small files (`--compact`).
     Compact(Box<CompactConfig>),
+    /// Delete what no version and no run needs (`--vacuum`).
+    Vacuum(Box<VacuumConfig>),
     /// Print a `[schema]` inferred from the inputs.
     InferSchema {
         inputs: Vec<PathBuf>,
@@ -71,6 +73,15 @@ pub(crate) struct CompactConfig {
     pub(crate) dry_run: bool,
 }
 
+/// A vacuum: how old what it deletes must be.
+#[derive(Debug)]
+pub(crate) struct VacuumConfig {
+    pub(crate) common: Common,
+    /// `--retention`: `None` for the table's own (Delta) or 7 days.
+    pub(crate) retention: Option<Duration>,
+    pub(crate) dry_run: bool,
+}
+
 /// A load: where, what, and how.
 #[derive(Debug)]
 pub(crate) struct LoadConfig {
@@ -98,6 +109,7 @@ impl Command {
         match self {
             Command::Load(cfg) => Some(&cfg.common),
             Command::Compact(cfg) => Some(&cfg.common),
+            Command::Vacuum(cfg) => Some(&cfg.common),
             Command::Recover(common, ..)
             | Command::Abort(common, _)
             | Command::Status(common, ..) => Some(common),

@@ -50,4 +50,13 @@ impl Format for Hive {
     fn live_files(&self, _: &JobLayout) -> Result<Option<super::LiveFiles>> {
         Ok(None)
     }
+
+    fn vacuum(
+        &self,
+        _: &JobLayout,
+        _: Option<std::time::Duration>,
+        _: bool,
+    ) -> Result<Option<Vec<String>>> {
+        Ok(None)
+    }
 }

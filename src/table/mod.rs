@@ -74,6 +74,17 @@ pub(crate) trait Format: Send + Sync {
     /// table, size) and the job's transaction base, or `None` for a format whose files
     /// are whatever its directories hold.
     fn live_files(&self, layout: &JobLayout) -> Result<Option<LiveFiles>>;
+
+    /// `--vacuum`: deletes (or, with `dry_run`, lists) the data files that no version
+    /// within `retention` names (the table's own retention when `None`); returns them,
+    /// relative to the table, or `None` for a format whose replaced files are deleted at
+    /// once.
+    fn vacuum(
+        &self,
+        layout: &JobLayout,
+        retention: Option<std::time::Duration>,
+        dry_run: bool,
+    ) -> Result<Option<Vec<String>>>;
 }
 
 /// A table's current files as its log names them, and a job's transaction base.

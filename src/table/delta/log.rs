@@ -428,6 +428,35 @@ impl Log {
         Ok(committed)
     }
 
+    /// delta-rs's VACUUM in its lite mode: deletes the files that `remove` actions older
+    /// than `retention` (the table's `delta.deletedFileRetentionDuration`, 7 days by
+    /// default, when `None`) took out and no version since names. Files no commit ever
+    /// named (a run's, published before its commit) are never its business. Its
+    /// VACUUM START and END commits are settled like any. Returns the files deleted (or,
+    /// with `dry_run`, that would be), relative to the table.
+    pub(crate) fn vacuum(
+        self,
+        retention: Option<std::time::Duration>,
+        dry_run: bool,
+    ) -> Result<Vec<String>> {
+        self.settle_log()?;
+        let Log { table, dir, name } = self;
+        let mut builder = table.vacuum().with_dry_run(dry_run);
+        if let Some(retention) = retention {
+            let retention = chrono::Duration::from_std(retention)
+                .with_context(|| format!("--retention {retention:?} is too long"))?;
+            // Asked for: shorter than the table's own retention is the user's call.
+            builder = builder
+                .with_retention_period(retention)
+                .with_enforce_retention_duration(false);
+        }
+        let (table, metrics) = runtime()?
+            .block_on(builder.into_future())
+            .with_context(|| format!("cannot vacuum {name}"))?;
+        Log { table, dir, name }.settle_log()?;
+        Ok(metrics.files_deleted)
+    }
+
     /// Removes from the table, in one commit, those files of `paths` (table-relative)
     /// that its current version has; returns how many and their rows. A repeat finds
     /// none and commits nothing.

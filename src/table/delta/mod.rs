@@ -365,6 +365,18 @@ impl Format for Delta {
         Ok(status(layout)?.map(|s| (s.version, s.txn)))
     }
 
+    fn vacuum(
+        &self,
+        layout: &JobLayout,
+        retention: Option<std::time::Duration>,
+        dry_run: bool,
+    ) -> Result<Option<Vec<String>>> {
+        let Some(table) = log::try_open(layout)? else {
+            return Ok(Some(Vec::new()));
+        };
+        table.vacuum(retention, dry_run).map(Some)
+    }
+
     fn live_files(&self, layout: &JobLayout) -> Result<Option<super::LiveFiles>> {
         let Some(table) = log::try_open(layout)? else {
             return Ok(None);
