@@ -963,3 +963,71 @@ fn past_a_log_checkpoint_the_jobs_txn_survives_the_cleanup_of_older_commits() {
     }
     assert_same_rows(rows, input_rows(&[w.path("in")]), "past a checkpoint");
 }
+
+/// A Delta compaction needs no other job to be finished: a run killed mid-load keeps its
+/// committed files in the table until a compaction merges them; its `--abort` then
+/// refuses (removing what is left would leave the merged rows) and names `--recover`,
+/// which finishes it, every row once.
+#[test]
+fn a_compaction_over_an_interrupted_runs_files_turns_its_abort_into_a_recovery() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let out = w.run_failing("checkpoint.committed.after:20", SMALL_COMMITS);
+    assert!(crashed(&out), "{}", stderr(&out));
+    let out = w.run(COMPACT);
+    assert_code(&out, 0);
+    assert!(stderr(&out).contains("compacted"), "{}", stderr(&out));
+    let out = w.run(&["-t", "t", "--abort"]);
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("no longer in the Delta table") && stderr(&out).contains("--recover"),
+        "{}",
+        stderr(&out)
+    );
+    assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+    assert_settled(&w, "recovered after a compaction");
+}
+
+#[test]
+fn random_sigkill_of_delta_compactions_and_recoveries_loses_and_duplicates_nothing() {
+    let seed = clock_seed();
+    let mut rng = Rng(seed);
+    let load = [
+        "-t",
+        "t",
+        "--table-format",
+        "delta",
+        "-p",
+        "dt",
+        "--checkpoint-rows",
+        "500",
+        "orders",
+    ];
+    let setup = || {
+        let w = Workdir::new();
+        big_orders(&w, 20_000, &mut Rng(seed));
+        assert_code(&w.run(&load), 0);
+        w
+    };
+    let full = whole_load_ms(COMPACT, setup);
+    let mut kills = 0;
+    for round in 0..4 {
+        let w = setup();
+        let table = w.path("t");
+        let before = delta_rows(&table);
+        kills += operators_loop(&w, COMPACT, &mut rng, full, seed);
+        assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+        let what = format!("seed {seed}, round {round}");
+        assert_same_rows(delta_rows(&table), before, &what);
+        assert_txns_once(&delta_log(&table), &what);
+        assert!(
+            files_per_partition(&table).values().all(|n| *n == 1),
+            "{what}"
+        );
+    }
+    eprintln!("random SIGKILL (delta --compact): seed {seed}, {kills} kills landed over 4 rounds");
+    assert!(
+        kills >= 2,
+        "seed {seed}: only {kills} kills landed mid-command"
+    );
+}

@@ -117,6 +117,14 @@ pub(crate) fn plan(layout: &JobLayout, log: &RunLog) -> Result<Plan> {
         ));
         return Ok(plan);
     }
+    let format = crate::table::format(log.started.options.table_format)?;
+    if let Some(why) = format.undo_refusal(layout, log)? {
+        plan.refused = Some(format!(
+            "{why}; `{}` finishes it instead",
+            crate::ops::job::recover_command_for(&layout.table_name(), &layout.job)
+        ));
+        return Ok(plan);
+    }
     for checkpoint in &log.checkpoints {
         for file in &checkpoint.files {
             if layout.store.size(layout, &file.dest)?.is_some() {

@@ -51,6 +51,10 @@ impl Format for Hive {
         Ok(None)
     }
 
+    fn undo_refusal(&self, _: &JobLayout, _: &RunLog) -> Result<Option<String>> {
+        Ok(None)
+    }
+
     fn vacuum(
         &self,
         _: &JobLayout,

@@ -75,6 +75,12 @@ pub(crate) trait Format: Send + Sync {
     /// are whatever its directories hold.
     fn live_files(&self, layout: &JobLayout) -> Result<Option<LiveFiles>>;
 
+    /// `--abort`: why the run cannot be undone, if it cannot: for a Delta table, files
+    /// it committed that the table's current version no longer names (another writer,
+    /// a compaction say, removed or merged them), whose rows its removal would leave.
+    /// The caller says what to do instead.
+    fn undo_refusal(&self, layout: &JobLayout, log: &RunLog) -> Result<Option<String>>;
+
     /// `--vacuum`: deletes (or, with `dry_run`, lists) the data files that no version
     /// within `retention` names (the table's own retention when `None`); returns them,
     /// relative to the table, or `None` for a format whose replaced files are deleted at

@@ -115,7 +115,9 @@ pub(crate) fn compact(cfg: &CompactConfig, messages: Messages) -> Result<Summary
             ));
         }
     }
-    refuse_interrupted_jobs(table)?;
+    if hive {
+        refuse_interrupted_jobs(table)?;
+    }
     // A Delta table's files are those its current version names, not its directories'.
     let live = crate::table::format(contract.table_format)?.live_files(&layout)?;
     if !hive && live.is_none() {

@@ -304,6 +304,43 @@ pub(crate) fn uncommit(layout: &JobLayout, files: &[&StagedFile]) -> Result<(u64
     table.commit_removes(&paths)
 }
 
+/// Why `--abort` may not undo the run: files of checkpoints it committed (its txn
+/// version is the job's in the table, or past it) that the current version no longer
+/// names. A compaction (ingest's or another writer's OPTIMIZE) merged them into files
+/// that hold other rows too; removing what is left would leave their rows in the table.
+/// An abort already under way (`Aborting`) removed them itself, and goes on.
+fn undo_refusal(layout: &JobLayout, log: &RunLog) -> Result<Option<String>> {
+    let (Some(base), false) = (log.started.delta_txn_base, log.aborting) else {
+        return Ok(None);
+    };
+    let Some(table) = log::try_open(layout)? else {
+        return Ok(None);
+    };
+    let Some(done) = table.txn_version(&app_id(&layout.job))? else {
+        return Ok(None);
+    };
+    let live: std::collections::HashSet<String> =
+        table.files()?.into_iter().map(|(path, _)| path).collect();
+    let mut gone = 0;
+    for checkpoint in &log.checkpoints {
+        if txn_version(base, checkpoint.checkpoint)? > done {
+            continue;
+        }
+        gone += checkpoint
+            .files
+            .iter()
+            .filter(|f| !f.is_rejects() && !live.contains(&f.dest))
+            .count();
+    }
+    Ok((gone > 0).then(|| {
+        format!(
+            "{gone} file(s) the run committed are no longer in the Delta table's current \
+             version (another writer, a compaction say, removed them or merged them into \
+             files holding other rows), so undoing the run would leave their rows"
+        )
+    }))
+}
+
 /// The table's Delta version and the job's last transaction version, if the table has
 /// a Delta log.
 pub(crate) fn status(layout: &JobLayout) -> Result<Option<Status>> {
@@ -363,6 +400,10 @@ impl Format for Delta {
 
     fn status(&self, layout: &JobLayout) -> Result<Option<(u64, Option<i64>)>> {
         Ok(status(layout)?.map(|s| (s.version, s.txn)))
+    }
+
+    fn undo_refusal(&self, layout: &JobLayout, log: &RunLog) -> Result<Option<String>> {
+        undo_refusal(layout, log)
     }
 
     fn vacuum(
