@@ -37,7 +37,9 @@
 //! - *Other jobs*: every job holds the table's lock shared while it acts, and a
 //!   compaction holds it exclusive (`ops/job.rs`), so no load publishes into a partition
 //!   between its listing and its exchange; and a compaction refuses to start while
-//!   another job has an interrupted run, whose recovery or abort acts on files by name.
+//!   another job has an interrupted run, whose recovery or abort acts on files by name
+//!   (a Hive table's; a Delta run's abort checks the log instead: files of its that a
+//!   compaction merged make it refuse, and `--recover` finishes the run).
 
 pub(crate) mod plan;
 
@@ -178,7 +180,7 @@ pub(crate) fn compact(cfg: &CompactConfig, messages: Messages) -> Result<Summary
     Ok(summary)
 }
 
-/// A compaction may not start while another job has an interrupted run: that run's
+/// A Hive table's compaction may not start while another job has an interrupted run: that run's
 /// `--recover` publishes files by name and its `--abort` removes them by name, and a
 /// compaction in between would have merged them away.
 fn refuse_interrupted_jobs(table: &std::path::Path) -> Result<()> {
