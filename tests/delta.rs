@@ -1031,3 +1031,55 @@ fn random_sigkill_of_delta_compactions_and_recoveries_loses_and_duplicates_nothi
         "seed {seed}: only {kills} kills landed mid-command"
     );
 }
+
+/// A Delta compaction does not stop loads: it shares the table's lock, and its commit
+/// and a load's appends are ordered by the log. A load of another job runs while the
+/// compaction runs, both finish, and the table holds every row of both once.
+#[test]
+fn a_delta_compaction_and_a_load_run_at_once_and_every_row_lands_once() {
+    use fs2::FileExt;
+    let w = Workdir::new();
+    w.fixture("orders");
+    assert_code(&w.run(SMALL_COMMITS), 0);
+    let table = w.path("t");
+    let before = delta_rows(&table);
+    // A load holding the lock shared does not keep the compaction out.
+    let held = std::fs::File::open(table.join("_ingest")).unwrap();
+    FileExt::try_lock_shared(&held).unwrap();
+    assert_code(&w.run(COMPACT), 0);
+    drop(held);
+    // Another job's load, many commits long, with a compaction started in its middle.
+    let new_orders: Vec<Row> = input_rows(&[w.path("orders")])
+        .into_iter()
+        .map(|mut row| {
+            let id: u64 = row["order_id"].parse().unwrap();
+            row.insert("order_id".into(), (id + 500_000).to_string());
+            row
+        })
+        .collect();
+    write_orders(&w, "more/x.csv", &new_orders);
+    let mut args = SMALL_COMMITS.to_vec();
+    *args.last_mut().unwrap() = "more";
+    // A commit every 20 rows: 46 commits (under the log's checkpoint interval).
+    let rows = args.iter().position(|a| *a == "--checkpoint-rows").unwrap() + 1;
+    args[rows] = "20";
+    args.extend(["--job", "more"]);
+    let mut load = w
+        .cmd()
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let compacted = w.run(COMPACT);
+    // The load (46 commits) was still under way: the two overlapped.
+    assert!(load.try_wait().unwrap().is_none(), "the load ended first");
+    let loaded = load.wait_with_output().unwrap();
+    assert_code(&loaded, 0);
+    assert_code(&compacted, 0);
+    let mut want = before;
+    want.extend(as_typed_by_contract(&table, dedupe(new_orders, "order_id")));
+    assert_same_rows(delta_rows(&table), want, "a compaction during a load");
+    assert_txns_once(&delta_log(&table), "a compaction during a load");
+}

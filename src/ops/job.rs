@@ -116,10 +116,14 @@ fn lock_local(layout: &JobLayout, deadline: Instant) -> Result<File> {
 }
 
 /// Takes the table's lock after the job's: shared, so that jobs act side by side, but
-/// exclusive for a compaction, which exchanges whole partitions that a load could
-/// otherwise be publishing into (`ops/compact/`). Waits as the job's lock does.
+/// exclusive for a compaction of a Hive table, which exchanges whole partitions that a
+/// load could otherwise be publishing into (`ops/compact/`). A Delta table's compaction
+/// shares it: the log orders its commit with the loads' (appends never conflict with
+/// it; a concurrent removal of a file it replaces fails one of the two commits), and
+/// an abort of a run whose files it merged refuses (`table/delta/mod.rs`). Waits as the
+/// job's lock does.
 fn lock_table(layout: &JobLayout, deadline: Instant) -> Result<File> {
-    let exclusive = layout.job == COMPACT_JOB;
+    let exclusive = layout.job == COMPACT_JOB && !layout.table.join("_delta_log").is_dir();
     loop {
         match fsutil::try_lock_dir(&layout.table_lock(), exclusive) {
             Ok(file) => return Ok(file),
