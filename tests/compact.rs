@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::crash::{big_orders, operators_loop, whole_load_ms, Rng};
+use crate::crash::{big_orders, operators_loop_killing_at_most, whole_load_ms, Rng};
 use crate::util::*;
 
 /// The shipped orders by country, a file per partition every 50 rows: 151 small files in
@@ -369,7 +369,7 @@ fn random_sigkill_during_compaction_and_recovery_loses_and_duplicates_nothing() 
         let w = setup();
         let table = w.path("t");
         let before = table_rows(&table);
-        kills += operators_loop(&w, COMPACT, &mut rng, full, seed);
+        kills += operators_loop_killing_at_most(&w, COMPACT, &mut rng, full, seed, 4);
         assert_code(&w.run(&["-t", "t", "--recover"]), 0);
         let what = format!("seed {seed}, round {round}");
         assert_same_rows(table_rows(&table), before, &what);

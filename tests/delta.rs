@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use crate::crash::{big_orders, operators_loop, whole_load_ms, Rng};
+use crate::crash::{
+    big_orders, operators_loop, operators_loop_killing_at_most, whole_load_ms, Rng,
+};
 use crate::util::*;
 
 const LOAD: &[&str] = &[
@@ -1015,7 +1017,7 @@ fn random_sigkill_of_delta_compactions_and_recoveries_loses_and_duplicates_nothi
         let w = setup();
         let table = w.path("t");
         let before = delta_rows(&table);
-        kills += operators_loop(&w, COMPACT, &mut rng, full, seed);
+        kills += operators_loop_killing_at_most(&w, COMPACT, &mut rng, full, seed, 4);
         assert_code(&w.run(&["-t", "t", "--recover"]), 0);
         let what = format!("seed {seed}, round {round}");
         assert_same_rows(delta_rows(&table), before, &what);
