@@ -85,7 +85,8 @@ fn compaction_merges_each_partitions_small_files_into_one_with_every_row_kept() 
         let out = w.run(COMPACT);
         assert_code(&out, 0);
         assert!(
-            stderr(&out).contains("compacted 8 partition(s): 151 file(s)"),
+            stderr(&out).contains("compacted 8 partition(s): 151 file(s)")
+                && stderr(&out).contains(&format!(", {} rows,", before.len())),
             "{extra:?}: {}",
             stderr(&out)
         );
