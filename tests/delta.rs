@@ -1085,3 +1085,32 @@ fn a_delta_compaction_and_a_load_run_at_once_and_every_row_lands_once() {
     assert_same_rows(delta_rows(&table), want, "a compaction during a load");
     assert_txns_once(&delta_log(&table), "a compaction during a load");
 }
+
+/// A compaction decided but not yet committed, whose replaced files another job's
+/// overwrite removes in between, can neither commit (it would bring rows back) nor wait:
+/// `--recover` fails naming `--abort`, and `--abort` undoes it (nothing of it was
+/// visible); the table holds the overwrite's rows, and a compaction again works.
+#[test]
+fn a_compaction_whose_replaced_files_another_job_removed_is_aborted_not_committed() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    assert_code(&w.run(SMALL_COMMITS), 0);
+    let out = w.run_failing("checkpoint.complete.after", COMPACT);
+    assert!(crashed(&out), "{}", stderr(&out));
+    // Another job replaces one country's partition.
+    let (day, _) = corrected_day(&w);
+    let mut overwrite = SMALL_COMMITS.to_vec();
+    *overwrite.last_mut().unwrap() = day.to_str().unwrap();
+    overwrite.extend(["--job", "fix", "--mode", "overwrite-partitions"]);
+    assert_code(&w.run(&overwrite), 0);
+    let table = w.path("t");
+    let after_overwrite = delta_rows(&table);
+    let out = w.run(&["-t", "t", "--job", "compact", "--recover"]);
+    assert_code(&out, 1);
+    assert!(stderr(&out).contains("--abort"), "{}", stderr(&out));
+    assert_code(&w.run(&["-t", "t", "--job", "compact", "--abort"]), 0);
+    assert_same_rows(delta_rows(&table), after_overwrite.clone(), "aborted");
+    assert_txns_once(&delta_log(&table), "aborted");
+    assert_code(&w.run(COMPACT), 0);
+    assert_same_rows(delta_rows(&table), after_overwrite, "compacted again");
+}

@@ -107,16 +107,6 @@ pub(crate) fn plan(layout: &JobLayout, log: &RunLog) -> Result<Plan> {
         ));
         return Ok(plan);
     }
-    if log.started.compaction.is_some() && log.checkpoints.iter().any(|c| !c.files.is_empty()) {
-        // Its merged files are decided: undoing a commit that already removed the files
-        // they replace (a Delta commit, a partition exchanged) would lose those rows.
-        plan.refused = Some(format!(
-            "the compaction passed its commit point (its merged files are journaled), and \
-             it only goes forward from there; `{}` finishes it",
-            crate::ops::job::recover_command_for(&layout.table_name(), &layout.job)
-        ));
-        return Ok(plan);
-    }
     let format = crate::table::format(log.started.options.table_format)?;
     if let Some(why) = format.undo_refusal(layout, log)? {
         plan.refused = Some(format!(

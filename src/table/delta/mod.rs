@@ -309,6 +309,10 @@ pub(crate) fn uncommit(layout: &JobLayout, files: &[&StagedFile]) -> Result<(u64
 /// names. A compaction (ingest's or another writer's OPTIMIZE) merged them into files
 /// that hold other rows too; removing what is left would leave their rows in the table.
 /// An abort already under way (`Aborting`) removed them itself, and goes on.
+///
+/// A compaction is undone until its commit is in the log (nothing of it is visible
+/// before: its merged files are published under names no version has), and never after:
+/// removing its merged files would lose the rows of the files it replaced.
 fn undo_refusal(layout: &JobLayout, log: &RunLog) -> Result<Option<String>> {
     let (Some(base), false) = (log.started.delta_txn_base, log.aborting) else {
         return Ok(None);
@@ -319,6 +323,13 @@ fn undo_refusal(layout: &JobLayout, log: &RunLog) -> Result<Option<String>> {
     let Some(done) = table.txn_version(&app_id(&layout.job))? else {
         return Ok(None);
     };
+    if log.started.compaction.is_some() {
+        return Ok((done >= txn_version(base, 1)?).then(|| {
+            "the compaction's commit is in the Delta log (it removed the files it merged), \
+             so removing its files would lose their rows"
+                .to_string()
+        }));
+    }
     let live: std::collections::HashSet<String> =
         table.files()?.into_iter().map(|(path, _)| path).collect();
     let mut gone = 0;
