@@ -718,25 +718,20 @@ fn two_loads_adding_the_same_column_at_once_both_load_and_the_column_is_added_on
     }
 }
 
+/// `LOAD` with a commit every `rows` rows, of `input`.
+fn load_of<'a>(rows: &'a str, input: &'a str) -> Vec<&'a str> {
+    let mut args = LOAD.to_vec();
+    let at = args.iter().position(|a| *a == "--checkpoint-rows").unwrap() + 1;
+    args[at] = rows;
+    *args.last_mut().unwrap() = input;
+    args
+}
+
 /// `LOAD` with a commit every 30 rows: 33 small files over 8 partitions (and under the
 /// log's checkpoint interval, which `delta_log` reads no further than).
-const SMALL_COMMITS: &[&str] = &[
-    "-t",
-    "t",
-    "--table-format",
-    "delta",
-    "-p",
-    "country",
-    "--dedupe-key",
-    "order_id",
-    "--cast",
-    "order_id=int",
-    "--cast",
-    "amount=decimal(12,2)",
-    "--checkpoint-rows",
-    "30",
-    "orders",
-];
+fn small_commits() -> Vec<&'static str> {
+    load_of("30", "orders")
+}
 
 const COMPACT: &[&str] = &["-t", "t", "--compact"];
 
@@ -765,7 +760,7 @@ fn files_per_partition(table: &Path) -> BTreeMap<String, usize> {
 fn compaction_of_a_delta_table_is_one_optimize_commit_and_older_versions_still_read() {
     let w = Workdir::new();
     w.fixture("orders");
-    assert_code(&w.run(SMALL_COMMITS), 0);
+    assert_code(&w.run(&small_commits()), 0);
     let table = w.path("t");
     let before = delta_rows(&table);
     let old = delta_log(&table);
@@ -816,9 +811,9 @@ fn compaction_of_a_delta_table_is_one_optimize_commit_and_older_versions_still_r
         })
         .collect();
     let more = write_orders(&w, "more/x.csv", &new_orders);
-    let mut args = SMALL_COMMITS.to_vec();
-    *args.last_mut().unwrap() = more.to_str().unwrap();
-    assert_code(&w.run(&[&args[..], &["--job", "more"]].concat()), 0);
+    let mut args = load_of("30", more.to_str().unwrap());
+    args.extend(["--job", "more"]);
+    assert_code(&w.run(&args), 0);
     assert_code(&w.run(COMPACT), 0);
     let log = delta_log(&table);
     assert!(log.txns.contains(&("ingest:compact".to_string(), 2)));
@@ -835,7 +830,7 @@ fn a_delta_compaction_killed_at_any_fail_point_commits_once_and_keeps_every_row(
     for point in listed_fail_points() {
         let w = Workdir::new();
         w.fixture("orders");
-        assert_code(&w.run(SMALL_COMMITS), 0);
+        assert_code(&w.run(&small_commits()), 0);
         let table = w.path("t");
         let before = delta_rows(&table);
         let out = w.run_failing(&format!("{point}:1"), COMPACT);
@@ -892,7 +887,7 @@ fn a_delta_compaction_killed_at_any_fail_point_commits_once_and_keeps_every_row(
 fn status_files_of_a_delta_table_counts_the_files_of_its_latest_version_only() {
     let w = Workdir::new();
     w.fixture("orders");
-    assert_code(&w.run(SMALL_COMMITS), 0);
+    assert_code(&w.run(&small_commits()), 0);
     let table = w.path("t");
     let named = delta_log(&table).files.len() as u64;
     let status = |w: &Workdir| -> serde_json::Value {
@@ -974,7 +969,7 @@ fn past_a_log_checkpoint_the_jobs_txn_survives_the_cleanup_of_older_commits() {
 fn a_compaction_over_an_interrupted_runs_files_turns_its_abort_into_a_recovery() {
     let w = Workdir::new();
     w.fixture("orders");
-    let out = w.run_failing("checkpoint.committed.after:20", SMALL_COMMITS);
+    let out = w.run_failing("checkpoint.committed.after:20", &small_commits());
     assert!(crashed(&out), "{}", stderr(&out));
     let out = w.run(COMPACT);
     assert_code(&out, 0);
@@ -1042,7 +1037,7 @@ fn a_delta_compaction_and_a_load_run_at_once_and_every_row_lands_once() {
     use fs2::FileExt;
     let w = Workdir::new();
     w.fixture("orders");
-    assert_code(&w.run(SMALL_COMMITS), 0);
+    assert_code(&w.run(&small_commits()), 0);
     let table = w.path("t");
     let before = delta_rows(&table);
     // A load holding the lock shared does not keep the compaction out.
@@ -1060,11 +1055,8 @@ fn a_delta_compaction_and_a_load_run_at_once_and_every_row_lands_once() {
         })
         .collect();
     write_orders(&w, "more/x.csv", &new_orders);
-    let mut args = SMALL_COMMITS.to_vec();
-    *args.last_mut().unwrap() = "more";
     // A commit every 20 rows: 46 commits (under the log's checkpoint interval).
-    let rows = args.iter().position(|a| *a == "--checkpoint-rows").unwrap() + 1;
-    args[rows] = "20";
+    let mut args = load_of("20", "more");
     args.extend(["--job", "more"]);
     let mut load = w
         .cmd()
@@ -1094,13 +1086,12 @@ fn a_delta_compaction_and_a_load_run_at_once_and_every_row_lands_once() {
 fn a_compaction_whose_replaced_files_another_job_removed_is_aborted_not_committed() {
     let w = Workdir::new();
     w.fixture("orders");
-    assert_code(&w.run(SMALL_COMMITS), 0);
+    assert_code(&w.run(&small_commits()), 0);
     let out = w.run_failing("checkpoint.complete.after", COMPACT);
     assert!(crashed(&out), "{}", stderr(&out));
     // Another job replaces one country's partition.
     let (day, _) = corrected_day(&w);
-    let mut overwrite = SMALL_COMMITS.to_vec();
-    *overwrite.last_mut().unwrap() = day.to_str().unwrap();
+    let mut overwrite = load_of("30", day.to_str().unwrap());
     overwrite.extend(["--job", "fix", "--mode", "overwrite-partitions"]);
     assert_code(&w.run(&overwrite), 0);
     let table = w.path("t");
