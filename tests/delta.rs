@@ -1105,3 +1105,89 @@ fn a_compaction_whose_replaced_files_another_job_removed_is_aborted_not_committe
     assert_code(&w.run(COMPACT), 0);
     assert_same_rows(delta_rows(&table), after_overwrite, "compacted again");
 }
+
+/// An abort of a Delta run keeps compactions out from its check that every file the run
+/// committed is still in the table to its commit removing them: it waits for a running
+/// compaction (here: its lock, held), and one cut short by a crash makes the next
+/// compaction refuse until it is finished. A repeat after the abort's commit (killed
+/// before `Aborted`) finds its own commit in the log and finishes.
+#[test]
+fn an_abort_of_a_delta_run_and_a_compaction_never_overlap() {
+    use fs2::FileExt;
+    let w = Workdir::new();
+    w.fixture("orders");
+    assert!(crashed(
+        &w.run_failing("checkpoint.committed.after:3", &small_commits())
+    ));
+    let table = w.path("t");
+    std::fs::create_dir_all(table.join("_ingest/compact")).unwrap();
+    let held = std::fs::File::create(table.join("_ingest/compact/lock")).unwrap();
+    held.try_lock_exclusive().unwrap();
+    let out = w.run(&["-t", "t", "--abort"]);
+    assert_code(&out, 75);
+    assert!(stderr(&out).contains("compact"), "{}", stderr(&out));
+    drop(held);
+    // Cut short after `Aborting`: a compaction now would merge files it must remove.
+    assert!(crashed(
+        &w.run_failing("abort.started.after", &["-t", "t", "--abort"])
+    ));
+    let out = w.run(COMPACT);
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("abort under way") && stderr(&out).contains("--abort"),
+        "{}",
+        stderr(&out)
+    );
+    // Killed after its commit, before `Aborted`: the repeat finds its commit (all the
+    // run's files gone from the version) and finishes.
+    assert!(crashed(
+        &w.run_failing("abort.removed.after", &["-t", "t", "--abort"])
+    ));
+    let log = delta_log(&table);
+    assert!(
+        log.txns
+            .iter()
+            .any(|(app, _)| app == "ingest-abort:default"),
+        "{:?}",
+        log.txns
+    );
+    assert_code(&w.run(&["-t", "t", "--abort"]), 0);
+    assert!(delta_rows(&table).is_empty());
+    assert_code(&w.run(&small_commits()), 0);
+    assert_code(&w.run(COMPACT), 0);
+    assert_same_rows(delta_rows(&table), expected(&w), "loaded again, compacted");
+    assert_txns_once(&delta_log(&table), "after the abort");
+}
+
+/// A file of the run merged away between an abort's start and its commit (another
+/// tool's OPTIMIZE: here an ingest compaction run while the abort was cut short, before
+/// the refusal above existed) makes the abort refuse, never report the run undone with
+/// its rows still in the table.
+#[test]
+fn an_abort_that_finds_its_files_merged_away_refuses_to_say_aborted() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    assert!(crashed(
+        &w.run_failing("checkpoint.committed.after:3", &small_commits())
+    ));
+    assert!(crashed(
+        &w.run_failing("abort.started.after", &["-t", "t", "--abort"])
+    ));
+    // What another writer's OPTIMIZE would do: merge every partition's files. Moving
+    // the abort's journal aside lets ingest's compaction play that writer.
+    let journal = w.path("t/_ingest/default/journal");
+    let aside = w.path("journal.aside");
+    std::fs::rename(&journal, &aside).unwrap();
+    assert_code(&w.run(COMPACT), 0);
+    std::fs::rename(&aside, &journal).unwrap();
+    let table = w.path("t");
+    let before = delta_rows(&table);
+    let out = w.run(&["-t", "t", "--abort"]);
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("no longer in the Delta table"),
+        "{}",
+        stderr(&out)
+    );
+    assert_same_rows(delta_rows(&table), before, "the abort removed nothing");
+}

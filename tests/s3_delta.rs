@@ -11,7 +11,7 @@ use crate::crash::{big_orders, Rng};
 use crate::delta::{
     assert_txns_once, corrected_day, delta_log, delta_rows, write_orders, DeltaLog,
 };
-use crate::s3::{store, Store};
+use crate::s3::{store, Store, LEASE_SECS};
 use crate::s3_table::{
     assert_killed_or_clean, assert_no_open_uploads, crash_matrix_on_two_machines,
     kill_loop_on_two_machines, run_killed_at, typed_as_in, TableReader,
@@ -293,4 +293,300 @@ fn a_delta_overwrite_in_a_bucket_is_one_commit_finished_on_another_machine() {
         let after = delta_log_in(&s3, &rel).version;
         assert_eq!(after, before + 1, "{point}: one commit replaces them all");
     }
+}
+
+/// `delta.rs`'s `LOAD` into a table in the bucket, from machine A: 8 partitions, a
+/// commit every 30 rows (33 small files).
+fn small_commits_into(s3: &Store, w: &Workdir, table: &str) {
+    let load = [
+        "-t",
+        table,
+        "--table-format",
+        "delta",
+        "-p",
+        "country",
+        "--dedupe-key",
+        "order_id",
+        "--cast",
+        "order_id=int",
+        "--cast",
+        "amount=decimal(12,2)",
+        "--checkpoint-rows",
+        "30",
+        "orders",
+    ];
+    assert_code(&s3.run_on(w, "machine-a", &load), 0);
+}
+
+/// Files per partition of the latest version of the table in the bucket.
+fn files_per_partition_in(s3: &Store, table: &str) -> std::collections::BTreeMap<String, usize> {
+    let mut by = std::collections::BTreeMap::new();
+    for path in delta_log_in(s3, table).files.keys() {
+        let dir = path.rsplit_once('/').map_or("", |(d, _)| d).to_string();
+        *by.entry(dir).or_default() += 1;
+    }
+    by
+}
+
+/// A compaction of a Delta table in a bucket killed at every fail point it reaches on
+/// machine A, then `--abort` (refused once its commit is in the log) and `--recover`
+/// on machine B: the latest version holds the same rows at every instant, each txn is
+/// applied once, no upload is left open, and a compaction again leaves one file per
+/// partition.
+#[test]
+fn a_delta_compaction_in_a_bucket_killed_at_every_point_is_finished_on_another_machine() {
+    let Some(s3) = store("delta-compact-crash") else {
+        return;
+    };
+    // A bucket table makes no directories and exchanges none (a Hive table's on disk).
+    let points: Vec<String> = listed_fail_points()
+        .into_iter()
+        .filter(|p| {
+            [
+                "run.",
+                "compact.",
+                "checkpoint.",
+                "commit.",
+                "delta.",
+                "manifest.",
+            ]
+            .iter()
+            .any(|prefix| p.starts_with(prefix))
+                && p != "compact.linked.after"
+        })
+        .collect();
+    let mut crashed_at = std::collections::BTreeSet::new();
+    for point in &points {
+        let w = Workdir::new();
+        w.fixture("orders");
+        let rel = format!("t-{}", point.replace('.', "-"));
+        let table = s3.table(&rel);
+        small_commits_into(&s3, &w, &table);
+        let before = delta_rows_in(&s3, &rel, point);
+        assert!(files_per_partition_in(&s3, &rel).values().any(|n| *n > 1));
+        let compact = ["-t", &table, "--compact", "--lock-wait", "30"];
+        let out = s3
+            .on(&w, "machine-a")
+            .env("INGEST_FAIL_POINT", format!("{point}:1"))
+            .args(compact)
+            .output()
+            .unwrap();
+        if crashed(&out) {
+            crashed_at.insert(point.clone());
+            assert_same_rows(
+                delta_rows_in(&s3, &rel, point),
+                before.clone(),
+                &format!("{point}: crash"),
+            );
+            let aborted = s3.run_on(
+                &w,
+                "machine-b",
+                &[
+                    "-t",
+                    &table,
+                    "--job",
+                    "compact",
+                    "--abort",
+                    "--lock-wait",
+                    "30",
+                ],
+            );
+            match aborted.status.code() {
+                Some(0) => {}
+                Some(1) => assert!(stderr(&aborted).contains("--recover"), "{point}"),
+                _ => panic!("{point}: {}", stderr(&aborted)),
+            }
+            let recovered = s3.run_on(
+                &w,
+                "machine-b",
+                &["-t", &table, "--recover", "--lock-wait", "30"],
+            );
+            assert_code(&recovered, 0);
+        } else {
+            assert_code(&out, 0);
+        }
+        assert_same_rows(
+            delta_rows_in(&s3, &rel, point),
+            before.clone(),
+            &format!("{point}: after"),
+        );
+        assert_code(&s3.run_on(&w, "machine-a", &compact), 0);
+        assert_same_rows(
+            delta_rows_in(&s3, &rel, point),
+            before,
+            &format!("{point}: again"),
+        );
+        assert!(
+            files_per_partition_in(&s3, &rel).values().all(|n| *n == 1),
+            "{point}: {:?}",
+            files_per_partition_in(&s3, &rel)
+        );
+    }
+    for point in [
+        "run.started.after",
+        "compact.write.mid",
+        "compact.verified.after",
+        "checkpoint.complete.before",
+        "checkpoint.complete.after",
+        "commit.mid",
+        "delta.commit.before",
+        "delta.commit.written",
+        "delta.commit.after",
+        "checkpoint.committed.after",
+        "run.finished.before",
+    ] {
+        assert!(
+            crashed_at.contains(point),
+            "{point} never reached: {crashed_at:?}"
+        );
+    }
+    assert_no_open_uploads(&s3, "after the compaction crash matrix");
+}
+
+/// Compactions of a Delta table in a bucket on machine A and recoveries on machine B,
+/// killed at random moments until a compaction finishes, while a reader polls the log:
+/// every file the log names is in the bucket when the log names it, and the table ends
+/// with the rows it had, one file per partition, each txn once.
+#[test]
+fn random_sigkill_of_delta_compactions_in_a_bucket_on_two_machines_loses_and_duplicates_nothing() {
+    let Some(s3) = store("delta-compact-kill") else {
+        return;
+    };
+    let s3 = Arc::new(s3);
+    let seed = clock_seed();
+    let mut rng = Rng(seed);
+    let mut kills = 0;
+    for round in 0..3 {
+        let w = Workdir::new();
+        big_orders(&w, 12_000, &mut Rng(seed + round));
+        let rel = format!("t{round}");
+        let table = s3.table(&rel);
+        let probe = s3.table(&format!("{rel}-probe"));
+        for table in [&table, &probe] {
+            let load = [
+                "-t",
+                table,
+                "--table-format",
+                "delta",
+                "-p",
+                "dt",
+                "--checkpoint-rows",
+                "400",
+                "orders",
+            ];
+            assert_code(&s3.run_on(&w, "machine-a", &load), 0);
+        }
+        let before = delta_rows_in(&s3, &rel, "before");
+        // A whole compaction of the same table elsewhere tells how long one takes.
+        let clock = Instant::now();
+        assert_code(&s3.run_on(&w, "probe", &["-t", &probe, "--compact"]), 0);
+        let full = clock.elapsed().as_millis() as u64 + 1;
+        let compact = ["-t", &table, "--compact", "--lock-wait", "10"];
+        let recover = ["-t", &table, "--recover", "--lock-wait", "10"];
+        let running = Arc::new(AtomicBool::new(true));
+        let lister = {
+            let (s3, rel, running) = (s3.clone(), rel.clone(), running.clone());
+            std::thread::spawn(move || poll_log(s3, rel, running))
+        };
+        // A compaction killed before its commit point starts over (it keeps no
+        // progress, as a load does): after four kills in a round, none is killed.
+        let (mut landed, mut killed, mut tried, mut round_kills) = (false, false, Vec::new(), 0);
+        for attempt in 0..40 {
+            let (machine, args): (&str, &[&str]) = if attempt % 2 == 0 {
+                ("machine-a", &compact)
+            } else {
+                ("machine-b", &recover)
+            };
+            // After a kill, first the dead holder's lease runs out.
+            let wait = if killed { LEASE_SECS * 1000 } else { 0 };
+            let delay = wait + rng.below(full);
+            let out;
+            if round_kills < 4 {
+                (out, killed) = run_killed_at(s3.on(&w, machine).args(args), delay);
+            } else {
+                (out, killed) = (s3.on(&w, machine).args(args).output().unwrap(), false);
+            }
+            round_kills += u32::from(killed);
+            kills += u32::from(killed);
+            tried.push((delay, out.status.code()));
+            assert_killed_or_clean(&out, seed);
+            if attempt % 2 == 0 && out.status.success() {
+                landed = true;
+                break;
+            }
+        }
+        assert!(
+            landed,
+            "seed {seed}: no compaction finished in 40 attempts, one taking {full} ms: {tried:?}"
+        );
+        assert_code(&s3.run_on(&w, "machine-b", &recover), 0);
+        running.store(false, Ordering::Relaxed);
+        let (listings, early) = lister.join().unwrap();
+        assert!(listings > 0);
+        assert!(early.is_empty(), "seed {seed}: named too early: {early:?}");
+        let what = format!("seed {seed}, round {round}");
+        assert_same_rows(delta_rows_in(&s3, &rel, &what), before, &what);
+        assert!(
+            files_per_partition_in(&s3, &rel).values().all(|n| *n == 1),
+            "{what}: {:?}",
+            files_per_partition_in(&s3, &rel)
+        );
+    }
+    assert_no_open_uploads(&s3, &format!("seed {seed}"));
+    eprintln!("random SIGKILL (delta --compact in a bucket): seed {seed}, {kills} kills landed");
+    assert!(kills >= 2, "seed {seed}: only {kills} kills landed mid-run");
+}
+
+/// `--vacuum` of a Delta table in a bucket: after a compaction, nothing within the
+/// retention; past it (`--retention 0s`), exactly the files the compaction replaced,
+/// the latest version whole; `--dry-run` lists them first and deletes nothing.
+#[test]
+fn a_vacuum_in_a_bucket_deletes_only_the_replaced_files_past_the_retention() {
+    let Some(s3) = store("delta-vacuum") else {
+        return;
+    };
+    let w = Workdir::new();
+    w.fixture("orders");
+    let table = s3.table("t");
+    small_commits_into(&s3, &w, &table);
+    let old: std::collections::BTreeSet<String> =
+        delta_log_in(&s3, "t").files.keys().cloned().collect();
+    let before = delta_rows_in(&s3, "t", "before");
+    assert_code(&s3.run_on(&w, "machine-a", &["-t", &table, "--compact"]), 0);
+    let data = |s3: &Store| -> std::collections::BTreeSet<String> {
+        s3.list("t")
+            .into_iter()
+            .map(|(key, _)| key["t/".len()..].to_string())
+            .filter(|k| !k.starts_with('_') && k.ends_with(".parquet"))
+            .collect()
+    };
+    let all = data(&s3);
+    let json = |out: &std::process::Output| -> serde_json::Value {
+        assert_code(out, 0);
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let kept = json(&s3.run_on(&w, "machine-b", &["-t", &table, "--vacuum", "--json"]));
+    assert_eq!(kept["outcome"], "nothing-to-vacuum", "{kept}");
+    let vacuum = ["-t", &table, "--vacuum", "--retention", "0s", "--json"];
+    let mut dry = vacuum.to_vec();
+    dry.push("--dry-run");
+    let listed = json(&s3.run_on(&w, "machine-b", &dry));
+    assert_eq!(listed["outcome"], "would-vacuum", "{listed}");
+    assert_eq!(data(&s3), all, "a dry run deleted something");
+    let done = json(&s3.run_on(&w, "machine-b", &vacuum));
+    assert_eq!(done["outcome"], "vacuumed", "{done}");
+    let deleted: std::collections::BTreeSet<String> = done["vacuumed"]["data_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(deleted, old, "exactly the replaced files");
+    let left = data(&s3);
+    assert_eq!(left, &all - &old);
+    assert_same_rows(
+        delta_rows_in(&s3, "t", "vacuumed"),
+        before,
+        "after the vacuum",
+    );
 }

@@ -157,34 +157,7 @@ fn contract_is_ours(layout: &JobLayout, log: &RunLog) -> Result<bool> {
 /// `--abort` without `--job`: the one interrupted job of the table; several are refused,
 /// named, since undoing is not something to do to jobs one did not name.
 pub(crate) fn abort_the_interrupted_job(common: &Common, messages: Messages) -> Result<Summary> {
-    let is_interrupted = |layout: &JobLayout| -> Result<bool> {
-        Ok(journal::replay(&layout.journal())?
-            .log
-            .is_some_and(|log| !log.finished))
-    };
-    let mut interrupted = Vec::new();
-    match &common.remote {
-        // Each job's journal in the bucket, read without its lease.
-        #[cfg(feature = "s3")]
-        Some(url) => {
-            for job in crate::state::jobs_in(url)? {
-                let stopped =
-                    crate::state::replica::Remote::with_read_only(url, &job, |_, scratch| {
-                        is_interrupted(&JobLayout::new(scratch, &job))
-                    })?;
-                if stopped {
-                    interrupted.push(job);
-                }
-            }
-        }
-        _ => {
-            for job in crate::core::layout::jobs(&common.table)? {
-                if is_interrupted(&JobLayout::new(&common.table, &job))? {
-                    interrupted.push(job);
-                }
-            }
-        }
-    }
+    let interrupted = crate::ops::job::jobs_with_run(common, |log| !log.finished)?;
     match interrupted.as_slice() {
         [] => Ok(Summary::nothing(
             "nothing-to-abort",
@@ -236,6 +209,7 @@ pub(crate) fn abort(common: &Common, messages: Messages) -> Result<Summary> {
     if log.finished {
         return nothing();
     }
+    let _compactions = crate::ops::job::exclude_compactions(&layout, &log, common.lock_wait)?;
     undo(&layout, &log, replay.valid_len, messages, started)
 }
 
@@ -294,7 +268,7 @@ fn remove_published(layout: &JobLayout, log: &RunLog, messages: Messages) -> Res
     // Out of a Delta table in one commit; the files themselves stay for readers of older
     // versions until a VACUUM, as for every Delta delete.
     if let Some((files_out, rows_out)) =
-        crate::table::format(log.started.options.table_format)?.uncommit(layout, &files)?
+        crate::table::format(log.started.options.table_format)?.uncommit(layout, log, &files)?
     {
         let rejects: Vec<_> = files.into_iter().filter(|f| f.is_rejects()).collect();
         let (n, _) = layout

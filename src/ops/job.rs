@@ -151,6 +151,88 @@ fn lock_table(layout: &JobLayout, deadline: Instant) -> Result<File> {
     }
 }
 
+/// What keeps compactions out while it is held: the compaction job's lock (or, for a
+/// table in a bucket, its lease).
+pub(crate) struct CompactionHold {
+    _lock: Option<File>,
+    #[cfg(feature = "s3")]
+    _lease: Option<crate::storage::lease::Lease>,
+}
+
+/// Before an abort of `log` (a run of a Delta table) takes its files out of the log:
+/// holds the compaction job's lock, waiting up to `wait`, so that no compaction merges
+/// them between the abort's check that every file it committed is still in the table
+/// and its commit removing them (merged files hold other rows too: removing what is
+/// left would leave the run's rows in the table). `None` for a Hive table (its
+/// compaction refuses to start over an interrupted run) and for the compaction itself.
+pub(crate) fn exclude_compactions(
+    layout: &JobLayout,
+    log: &RunLog,
+    wait: Option<Duration>,
+) -> Result<Option<CompactionHold>> {
+    use crate::core::options::TableFormat;
+    if layout.job == COMPACT_JOB || log.started.options.table_format != TableFormat::Delta {
+        return Ok(None);
+    }
+    if let Some(url) = &layout.target {
+        #[cfg(feature = "s3")]
+        {
+            let bucket = std::sync::Arc::new(crate::storage::bucket::Bucket::open(url)?);
+            let lease = crate::storage::lease::Lease::acquire(bucket, COMPACT_JOB, wait)?;
+            return Ok(Some(CompactionHold {
+                _lock: None,
+                _lease: Some(lease),
+            }));
+        }
+        #[cfg(not(feature = "s3"))]
+        anyhow::bail!("{url}: this ingest was built without object-store support");
+    }
+    let deadline = Instant::now() + wait.unwrap_or_default();
+    let compaction = JobLayout::new(&layout.table, COMPACT_JOB);
+    Ok(Some(CompactionHold {
+        _lock: Some(lock_local(&compaction, deadline)?),
+        #[cfg(feature = "s3")]
+        _lease: None,
+    }))
+}
+
+/// The jobs of the table whose journal holds a run for which `unfinished` holds, read
+/// without their locks (each journal in a bucket without its lease): what they are at
+/// this moment, which the caller's own locks keep or do not keep from changing.
+pub(crate) fn jobs_with_run(
+    common: &Common,
+    unfinished: impl Fn(&RunLog) -> bool,
+) -> Result<Vec<String>> {
+    let has = |layout: &JobLayout| -> Result<bool> {
+        Ok(journal::replay(&layout.journal())?
+            .log
+            .is_some_and(|log| unfinished(&log)))
+    };
+    let mut jobs = Vec::new();
+    match &common.remote {
+        #[cfg(feature = "s3")]
+        Some(url) => {
+            for job in crate::state::jobs_in(url)? {
+                let found =
+                    crate::state::replica::Remote::with_read_only(url, &job, |_, scratch| {
+                        has(&JobLayout::new(scratch, &job))
+                    })?;
+                if found {
+                    jobs.push(job);
+                }
+            }
+        }
+        _ => {
+            for job in crate::core::layout::jobs(&common.table)? {
+                if has(&JobLayout::new(&common.table, &job))? {
+                    jobs.push(job);
+                }
+            }
+        }
+    }
+    Ok(jobs)
+}
+
 /// The error for a load that would start over an interrupted run.
 pub(crate) fn interrupted_error(common: &Common, log: &RunLog) -> anyhow::Error {
     if log.aborting {

@@ -151,6 +151,7 @@ pub(crate) fn recover(
             "run {} was being aborted; finishing the abort",
             log.started.run_id
         ));
+        let _compactions = crate::ops::job::exclude_compactions(&layout, &log, common.lock_wait)?;
         return crate::ops::abort::undo(&layout, &log, replay.valid_len, messages, started);
     }
     let mut journal = Journal::open_append(&layout, replay.valid_len)?;

@@ -11,6 +11,10 @@
 //!   no journal or manifest is ever touched: they are what keeps a re-run or
 //!   `--recover` from loading anything twice.
 //!
+//! A table in a bucket: its Delta files as above; it keeps no staging under `_ingest/`
+//! (a run's staged files are open multipart uploads, completed or aborted by the run,
+//! its `--recover` or its `--abort`).
+//!
 //! Hive tables keep no old versions (an overwrite or a compaction deletes what it
 //! replaced once the exchange is durable), so for them only `_ingest/` is vacuumed.
 
@@ -36,19 +40,23 @@ pub(crate) const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600
 pub(crate) fn vacuum(cfg: &VacuumConfig, messages: Messages) -> Result<Summary> {
     let started = std::time::Instant::now();
     let common = &cfg.common;
-    if let Some(url) = &common.remote {
-        bail!("cannot vacuum {url}: --vacuum works on tables on a filesystem so far");
-    }
     let table = &common.table;
-    let Some(contract) = contract::load(table)? else {
+    let Some(contract) = table_contract(common)? else {
         bail!(
             "no ingest table at {}: it has no contract (_ingest/contract.json)",
-            table.display()
+            common.layout().table_name()
         );
     };
     let retention = cfg.retention.unwrap_or(DEFAULT_RETENTION);
     let mut removed = Vec::new();
-    for job in crate::core::layout::jobs(table)? {
+    // A table in a bucket has no staging under `_ingest/` to vacuum: a run's staged
+    // files are open multipart uploads, which its `--recover` or `--abort` completes
+    // or aborts, and the rest of a job's state there is what keeps loads exactly once.
+    let jobs = match common.remote {
+        None => crate::core::layout::jobs(table)?,
+        Some(_) => Vec::new(),
+    };
+    for job in jobs {
         let layout = JobLayout::new(table, &job);
         let opened = match Job::open(layout, common.lock_wait) {
             Ok(opened) => opened,
@@ -66,7 +74,10 @@ pub(crate) fn vacuum(cfg: &VacuumConfig, messages: Messages) -> Result<Summary> 
         }
         removed.extend(leftovers(&opened.layout, retention, cfg.dry_run)?);
     }
-    let layout = JobLayout::new(table, "default");
+    let layout = JobLayout {
+        target: common.remote.clone(),
+        ..JobLayout::new(table, "default")
+    };
     let format = crate::table::format(contract.table_format)?;
     let files = format
         .vacuum(&layout, cfg.retention, cfg.dry_run)?
@@ -87,6 +98,17 @@ pub(crate) fn vacuum(cfg: &VacuumConfig, messages: Messages) -> Result<Summary> 
         leftovers: removed,
     });
     Ok(summary)
+}
+
+/// The table's contract: in its directory, or read from its bucket (no lease taken).
+fn table_contract(common: &crate::ops::settings::Common) -> Result<Option<contract::Contract>> {
+    #[cfg(feature = "s3")]
+    if let Some(url) = &common.remote {
+        return crate::state::replica::Remote::with_read_only(url, &common.job, |_, scratch| {
+            contract::load(scratch)
+        });
+    }
+    contract::load(&common.table)
 }
 
 /// Removes (or lists) the entries of the job's `pending/`, `state/` and `overwrite/`

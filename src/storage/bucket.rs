@@ -168,6 +168,63 @@ impl Bucket {
         }
     }
 
+    /// The last `len` bytes of the object at `rel`, whose size is `size` (all of it if it
+    /// is shorter): one ranged GET, for a file's footer.
+    pub(crate) fn tail(&self, rel: &str, size: u64, len: u64) -> Result<Bytes> {
+        let range = size.saturating_sub(len)..size;
+        runtime()?
+            .block_on(self.store.get_range(&self.key(rel), range))
+            .map_err(flat)
+            .with_context(|| format!("cannot read {}", self.url_of(rel)))
+    }
+
+    /// [`Bucket::tail`] of each of `files` (path, size, bytes wanted), concurrently, at
+    /// most `IN_FLIGHT` requests at once; in order.
+    pub(crate) fn tails(&self, files: &[(&str, u64, u64)]) -> Result<Vec<Bytes>> {
+        use futures::stream::{self, TryStreamExt};
+        let requests = files.iter().map(|(rel, size, len)| async move {
+            let range = size.saturating_sub(*len)..*size;
+            self.store
+                .get_range(&self.key(rel), range)
+                .await
+                .map_err(flat)
+                .with_context(|| format!("cannot read {}", self.url_of(rel)))
+        });
+        runtime()?.block_on(stream::iter(requests).buffered(IN_FLIGHT).try_collect())
+    }
+
+    /// Copies the object at `rel` into a new local file `to`, streamed (bounded memory);
+    /// fails unless it has `size` bytes (the size the table's log gives). Not fsynced: a
+    /// scratch copy, which a crash makes the next attempt fetch again.
+    pub(crate) fn download(&self, rel: &str, size: u64, to: &Path) -> Result<()> {
+        use std::io::Write;
+        let mut file = crate::core::sys::fsutil::create_new(to)?;
+        let got = runtime()?.block_on(async {
+            let got = self.store.get(&self.key(rel)).await?;
+            let mut stream = got.into_stream();
+            let mut written = 0u64;
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk?;
+                written += chunk.len() as u64;
+                if let Err(e) = file.write_all(&chunk) {
+                    return Ok(Err(e));
+                }
+            }
+            Ok::<_, object_store::Error>(Ok(written))
+        });
+        let written = got
+            .map_err(flat)
+            .with_context(|| format!("cannot read {}", self.url_of(rel)))?
+            .with_context(|| format!("cannot write {}", to.display()))?;
+        if written != size {
+            bail!(
+                "{} has {written} bytes, not the {size} bytes the table's log gives it",
+                self.url_of(rel)
+            );
+        }
+        Ok(())
+    }
+
     /// Writes `bytes` to `rel` if `mode` allows.
     pub(crate) fn put(&self, rel: &str, bytes: Vec<u8>, mode: Mode) -> Result<Put> {
         let mode = match mode {

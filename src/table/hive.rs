@@ -39,7 +39,7 @@ impl Format for Hive {
         crate::sink::overwrite::replace_partitions(layout, log, journal)
     }
 
-    fn uncommit(&self, _: &JobLayout, _: &[&StagedFile]) -> Result<Option<(u64, u64)>> {
+    fn uncommit(&self, _: &JobLayout, _: &RunLog, _: &[&StagedFile]) -> Result<Option<(u64, u64)>> {
         Ok(None)
     }
 

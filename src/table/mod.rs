@@ -61,10 +61,15 @@ pub(crate) trait Format: Send + Sync {
         journal: Journaled<'_>,
     ) -> Result<()>;
 
-    /// `--abort`: takes the run's data files out of the table's current version; returns
-    /// (files, rows) taken out, or `None` when the files are the table and the store
-    /// removes them.
-    fn uncommit(&self, layout: &JobLayout, files: &[&StagedFile]) -> Result<Option<(u64, u64)>>;
+    /// `--abort`: takes the data files of run `log` (`files`, as its journal names them)
+    /// out of the table's current version; returns (files, rows) taken out, or `None`
+    /// when the files are the table and the store removes them.
+    fn uncommit(
+        &self,
+        layout: &JobLayout,
+        log: &RunLog,
+        files: &[&StagedFile],
+    ) -> Result<Option<(u64, u64)>>;
 
     /// The table's log version and the job's last transaction version; `None` for a
     /// table without a log.

@@ -41,6 +41,7 @@
 //!   (a Hive table's; a Delta run's abort checks the log instead: files of its that a
 //!   compaction merged make it refuse, and `--recover` finishes the run).
 
+pub(crate) mod inputs;
 pub(crate) mod plan;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -55,12 +56,13 @@ use crate::core::options::{Mode, NewKeys, OnBadInput, RunOptions, TableFormat};
 use crate::core::protocol::StagedFile;
 use crate::core::records::{Checkpoint, Compaction, RunStarted};
 use crate::core::sys::{failpoint, fsutil, signals};
+use crate::ops::compact::plan::in_partition;
 use crate::ops::job::{nothing_committed, Job};
 use crate::ops::report::{PartitionReport, Summary};
 use crate::ops::settings::{Common, CompactConfig};
 use crate::sink::merge;
 use crate::state::contract;
-use crate::state::journal::{self, Journal};
+use crate::state::journal::Journal;
 
 /// Compacts the table as `cfg` says.
 pub(crate) fn compact(cfg: &CompactConfig, messages: Messages) -> Result<Summary> {
@@ -68,22 +70,23 @@ pub(crate) fn compact(cfg: &CompactConfig, messages: Messages) -> Result<Summary
         job: COMPACT_JOB.to_string(),
         ..cfg.common.clone()
     };
-    if let Some(url) = &common.remote {
-        bail!(
-            "cannot compact {url}: a bucket cannot swap a partition's files for others in one \
-             step (it has no atomic rename of a directory), so readers would see old and new \
-             files at once, which is why --mode overwrite-partitions is refused there too"
-        );
-    }
     let table = &common.table;
-    let Some(contract) = contract::load(table)? else {
+    let Some(contract) = table_contract(&common)? else {
         bail!(
             "no ingest table at {}: it has no contract (_ingest/contract.json), so nothing \
              was ever loaded there",
-            table.display()
+            common.layout().table_name()
         );
     };
     let hive = contract.table_format == TableFormat::Hive;
+    if let (true, Some(url)) = (hive, &common.remote) {
+        bail!(
+            "cannot compact {url}: a bucket cannot swap a partition's files for others in one \
+             step (it has no atomic rename of a directory), so readers would see old and new \
+             files at once, which is why --mode overwrite-partitions is refused there too; a \
+             Delta table in a bucket compacts (its log swaps the files)"
+        );
+    }
     if hive && contract.partition_by.is_empty() {
         bail!(
             "cannot compact {}: the table is not partitioned, and readers list its files in \
@@ -92,7 +95,7 @@ pub(crate) fn compact(cfg: &CompactConfig, messages: Messages) -> Result<Summary
             table.display()
         );
     }
-    let job = Job::open(JobLayout::new(table, COMPACT_JOB), common.lock_wait)?;
+    let job = Job::open(common.layout(), common.lock_wait)?;
     let Job {
         layout,
         lock: _lock,
@@ -117,16 +120,15 @@ pub(crate) fn compact(cfg: &CompactConfig, messages: Messages) -> Result<Summary
             ));
         }
     }
-    if hive {
-        refuse_interrupted_jobs(table)?;
-    }
+    refuse_interrupted_jobs(&common, hive)?;
     // A Delta table's files are those its current version names, not its directories'.
     let live = crate::table::format(contract.table_format)?.live_files(&layout)?;
     if !hive && live.is_none() {
         bail!("{} has no Delta log: nothing to compact", table.display());
     }
+    let inputs = inputs_of(&layout)?;
     let partitions = plan::plan(
-        table,
+        &inputs,
         &contract.partition_by,
         contract.format,
         cfg.target_size,
@@ -172,7 +174,14 @@ pub(crate) fn compact(cfg: &CompactConfig, messages: Messages) -> Result<Summary
     );
     let mut journal = Journal::create(&layout, &run)?;
     failpoint::hit("run.started.after");
-    let checkpoint = stage(&layout, &run, &partitions, &contract, common.threads)?;
+    let checkpoint = stage(
+        &layout,
+        &run,
+        &partitions,
+        &contract,
+        &inputs,
+        common.threads,
+    )?;
     crate::ops::checkpoint::complete_and_commit(&mut journal, &layout, checkpoint, &run)?;
     let log = crate::ops::finish::finish(&layout, &mut journal, &mut manifest)?;
     let mut summary = Summary::from_log("compacted", COMPACT_JOB, &log, started.elapsed());
@@ -180,34 +189,65 @@ pub(crate) fn compact(cfg: &CompactConfig, messages: Messages) -> Result<Summary
     Ok(summary)
 }
 
-/// A Hive table's compaction may not start while another job has an interrupted run: that run's
-/// `--recover` publishes files by name and its `--abort` removes them by name, and a
-/// compaction in between would have merged them away.
-fn refuse_interrupted_jobs(table: &std::path::Path) -> Result<()> {
-    let mut interrupted = Vec::new();
-    for job in crate::core::layout::jobs(table)? {
-        if job == COMPACT_JOB {
-            continue;
-        }
-        let layout = JobLayout::new(table, &job);
-        let replay = journal::replay(&layout.journal())?;
-        if replay.log.is_some_and(|log| !log.finished) {
-            interrupted.push(job);
-        }
+/// The table's contract: in its directory, or, for a table in a bucket, read from
+/// there (no lease is taken to read it).
+fn table_contract(common: &Common) -> Result<Option<contract::Contract>> {
+    #[cfg(feature = "s3")]
+    if let Some(url) = &common.remote {
+        return crate::state::replica::Remote::with_read_only(url, COMPACT_JOB, |_, scratch| {
+            contract::load(scratch)
+        });
     }
+    contract::load(&common.table)
+}
+
+/// Where the compaction reads the files it merges.
+fn inputs_of(layout: &JobLayout) -> Result<inputs::Inputs> {
+    match &layout.target {
+        None => Ok(inputs::Inputs::Dir(layout.table.clone())),
+        #[cfg(feature = "s3")]
+        Some(url) => Ok(inputs::Inputs::Bucket(
+            crate::storage::bucket::Bucket::open(url)?,
+        )),
+        #[cfg(not(feature = "s3"))]
+        Some(url) => bail!("{url}: this ingest was built without object-store support"),
+    }
+}
+
+/// A Hive table's compaction may not start while another job has an interrupted run:
+/// that run's `--recover` publishes files by name and its `--abort` removes them by
+/// name, and a compaction in between would have merged them away. A Delta table's may,
+/// except over a run whose abort a crash cut short: that abort goes on removing the
+/// run's files from the log, which it cannot once some are merged into files holding
+/// other rows (an abort under way keeps compactions out itself, `ops/job.rs`).
+fn refuse_interrupted_jobs(common: &Common, hive: bool) -> Result<()> {
+    let interrupted = crate::ops::job::jobs_with_run(common, |log| {
+        log.started.compaction.is_none() && !log.finished && (hive || log.aborting)
+    })?;
     if interrupted.is_empty() {
         return Ok(());
     }
+    let table = common.layout().table_name();
     let commands: Vec<String> = interrupted
         .iter()
-        .map(|job| crate::ops::job::recover_command_for(&table.display().to_string(), job))
+        .map(|job| match hive {
+            true => crate::ops::job::recover_command_for(&table, job),
+            false => format!("ingest --target {table} --job {job} --abort"),
+        })
         .collect();
+    let what = match hive {
+        true => "have an interrupted run, whose recovery or abort acts on its files by name",
+        false => "have an abort under way, which must find every file it committed",
+    };
     bail!(
-        "cannot compact {}: job(s) {} have an interrupted run, whose recovery or abort acts on \
-         its files by name; finish them first ({}), or undo them with --abort",
-        table.display(),
+        "cannot compact {table}: job(s) {} {what}; finish them first ({}){}",
         interrupted.join(", "),
-        commands.join("; ")
+        commands.join("; "),
+        if hive {
+            ", or undo them with --abort"
+        } else {
+            ""
+        }
     )
 }
 
@@ -270,6 +310,7 @@ fn stage(
     run: &RunStarted,
     partitions: &[plan::Partition],
     contract: &contract::Contract,
+    inputs: &inputs::Inputs,
     threads: usize,
 ) -> Result<Checkpoint> {
     const CHECKPOINT: u64 = 1;
@@ -294,13 +335,17 @@ fn stage(
             run.run_id,
             bin.kind.extension()
         );
-        let inputs: Vec<_> = bin
+        let files: Vec<(String, u64)> = bin
             .files
             .iter()
-            .map(|f| layout.in_table(&in_partition(&partition.path, &f.name)))
+            .map(|f| (in_partition(&partition.path, &f.name), f.size))
             .collect();
-        let merged = merge::merge(bin.kind, &inputs, &staging.join(&name), &partition.path)
+        let fetched = staging.join(format!(".inputs-{seq:05}"));
+        let merged = inputs
+            .fetch(&files, &fetched)
+            .and_then(|paths| merge::merge(bin.kind, &paths, &staging.join(&name), &partition.path))
             .with_context(|| format!("cannot compact partition {}", partition.path))?;
+        fsutil::remove_dir_all_durable(&fetched)?;
         let staged = staging
             .strip_prefix(&layout.dir)
             .context("the staging area is outside the job's directory")?
@@ -356,6 +401,16 @@ fn stage(
     }
     fsutil::sync_dir(&staging)?;
     failpoint::hit("compact.verified.after");
+    // Durable in the store, still invisible (a bucket's: open multipart uploads).
+    let mut staged: Vec<(StagedFile, std::path::PathBuf)> = files
+        .into_iter()
+        .map(|f| {
+            let path = layout.dir.join(&f.staged);
+            (f, path)
+        })
+        .collect();
+    layout.store.stage(&mut staged)?;
+    let files: Vec<StagedFile> = staged.into_iter().map(|(f, _)| f).collect();
     let rows = files.iter().map(|f| f.rows).sum();
     Ok(Checkpoint {
         checkpoint: CHECKPOINT,
@@ -365,13 +420,4 @@ fn stage(
         rows_written: rows,
         ..Checkpoint::empty_last(CHECKPOINT)
     })
-}
-
-/// A file's path relative to the table: in its partition's directory, or in the table's
-/// own (an unpartitioned Delta table).
-fn in_partition(partition: &str, name: &str) -> String {
-    match partition {
-        "" => name.to_string(),
-        partition => format!("{partition}/{name}"),
-    }
 }

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use super::inputs::Inputs;
 use crate::core::options::Format;
 use crate::ops::report::PartitionReport;
 use crate::sink::merge::FileKind;
@@ -48,13 +49,13 @@ impl Partition {
     }
 }
 
-/// The partitions of the table at `table` (partitioned by `partition_by`, its files of
-/// `format`) that have two or more files under `target` bytes that can merge, limited to
-/// those matching every `only` filter (`COL=VALUE` directory components). The files are
-/// those its directories hold, or `listed` (path relative to the table, size) for a table
-/// whose log names them.
+/// The partitions of the table `inputs` reads (partitioned by `partition_by`, its files
+/// of `format`) that have two or more files under `target` bytes that can merge, limited
+/// to those matching every `only` filter (`COL=VALUE` directory components). The files
+/// are those its directories hold, or `listed` (path relative to the table, size) for a
+/// table whose log names them.
 pub(crate) fn plan(
-    table: &Path,
+    inputs: &Inputs,
     partition_by: &[String],
     format: Format,
     target: u64,
@@ -70,11 +71,20 @@ pub(crate) fn plan(
             );
         }
     }
-    let by_partition = match listed {
-        Some(files) => grouped(files),
-        None => listed_in_directories(table, partition_by)?,
+    let by_partition = match (listed, inputs) {
+        (Some(files), _) => grouped(files),
+        (None, Inputs::Dir(table)) => listed_in_directories(table, partition_by)?,
+        #[cfg(feature = "s3")]
+        (None, Inputs::Bucket(bucket)) => {
+            bail!(
+                "{}: a table in a bucket is compacted by its log's list of files",
+                bucket.url()
+            )
+        }
     };
-    let mut partitions = Vec::new();
+    // Each partition's small files of the table's kinds, then the shape of each (read
+    // all at once: from a bucket, concurrently), then the bins.
+    let mut candidates = Vec::new();
     for (path, files) in by_partition {
         let components: Vec<String> = match path.as_str() {
             "" => Vec::new(),
@@ -83,12 +93,50 @@ pub(crate) fn plan(
         if !is_partition(&components, partition_by) || !matches(&components, only)? {
             continue;
         }
-        let bins = bins(&table.join(&path), files, format, target)?;
+        let mut small: Vec<(FileKind, TableFile)> = files
+            .into_iter()
+            .filter(|f| f.size < target)
+            .filter_map(|f| FileKind::of(&f.name, format).map(|kind| (kind, f)))
+            .collect();
+        small.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+        // One file alone is already as few as it gets: its shape is never needed.
+        if small.len() >= 2 {
+            candidates.push((path, small));
+        }
+    }
+    let wanted: Vec<(FileKind, String, u64)> = candidates
+        .iter()
+        .flat_map(|(path, small)| {
+            small
+                .iter()
+                .map(move |(kind, f)| (*kind, in_partition(path, &f.name), f.size))
+        })
+        .collect();
+    let mut shapes = inputs.shapes(&wanted)?.into_iter();
+    let mut partitions = Vec::new();
+    for (path, small) in candidates {
+        let shaped = small
+            .into_iter()
+            .map(|(kind, f)| {
+                let shape = shapes.next().context("a file's shape is missing")?;
+                Ok((kind, shape, f))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let bins = bins(shaped, target);
         if !bins.is_empty() {
             partitions.push(Partition { path, bins });
         }
     }
     Ok(partitions)
+}
+
+/// A file's path relative to the table: in its partition's directory, or in the table's
+/// own (an unpartitioned Delta table).
+pub(crate) fn in_partition(partition: &str, name: &str) -> String {
+    match partition {
+        "" => name.to_string(),
+        partition => format!("{partition}/{name}"),
+    }
 }
 
 /// The files of each partition of the table (the log's `listed`, or its directories'),
@@ -199,22 +247,15 @@ fn matches(components: &[String], only: &[(String, String)]) -> Result<bool> {
     Ok(true)
 }
 
-/// The bins of one partition's files (in directory `dir`): its data files under `target`
-/// bytes, grouped by kind and shape, taken in name order into bins of at most `target`
+/// The bins of one partition's small files (each with its kind and shape, in name
+/// order): grouped by kind and shape, taken in order into bins of at most `target`
 /// bytes; only bins of two or more files are kept (one file alone is already as few as
 /// it gets).
-fn bins(dir: &Path, files: Vec<TableFile>, format: Format, target: u64) -> Result<Vec<Bin>> {
-    let mut small: Vec<(FileKind, TableFile)> = files
-        .into_iter()
-        .filter(|f| f.size < target)
-        .filter_map(|f| FileKind::of(&f.name, format).map(|kind| (kind, f)))
-        .collect();
-    small.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+fn bins(small: Vec<(FileKind, String, TableFile)>, target: u64) -> Vec<Bin> {
     // (kind, shape) → the bin being filled, then the full ones.
     let mut open: Vec<((FileKind, String), Bin)> = Vec::new();
     let mut bins = Vec::new();
-    for (kind, file) in small {
-        let shape = kind.shape(&dir.join(&file.name))?;
+    for (kind, shape, file) in small {
         let key = (kind, shape);
         let at = match open.iter().position(|(k, _)| *k == key) {
             Some(at) => at,
@@ -238,7 +279,7 @@ fn bins(dir: &Path, files: Vec<TableFile>, format: Format, target: u64) -> Resul
     }
     bins.extend(open.into_iter().map(|(_, bin)| bin));
     bins.retain(|b| b.files.len() >= 2);
-    Ok(bins)
+    bins
 }
 
 #[cfg(test)]
@@ -263,7 +304,15 @@ mod tests {
         file(&dir, ".hidden.csv", ten);
         file(&dir, "notes.txt", ten);
         let by = vec!["dt".to_string()];
-        let plan = plan(table.path(), &by, Format::Csv, 40, &[], None).unwrap();
+        let plan = plan(
+            &Inputs::Dir(table.path().into()),
+            &by,
+            Format::Csv,
+            40,
+            &[],
+            None,
+        )
+        .unwrap();
         assert_eq!(plan.len(), 1);
         assert_eq!(plan[0].path, "dt=1");
         let names: Vec<Vec<&str>> = plan[0]
@@ -291,11 +340,18 @@ mod tests {
         }
         let by = vec!["a".to_string(), "b".to_string()];
         let paths = |only: &[(String, String)]| -> Vec<String> {
-            plan(table.path(), &by, Format::Csv, 1 << 20, only, None)
-                .unwrap()
-                .into_iter()
-                .map(|p| p.path)
-                .collect()
+            plan(
+                &Inputs::Dir(table.path().into()),
+                &by,
+                Format::Csv,
+                1 << 20,
+                only,
+                None,
+            )
+            .unwrap()
+            .into_iter()
+            .map(|p| p.path)
+            .collect()
         };
         assert_eq!(paths(&[]), vec!["a=1/b=x", "a=1/b=y", "a=2/b=x"]);
         assert_eq!(
@@ -307,7 +363,7 @@ mod tests {
             vec!["a=1/b=y"]
         );
         let err = plan(
-            table.path(),
+            &Inputs::Dir(table.path().into()),
             &by,
             Format::Csv,
             1,
@@ -338,7 +394,14 @@ mod tests {
         .collect();
         let by = vec!["p".to_string()];
         // Empty files have no Parquet schema: a shape is read only for files that bin.
-        let plan = plan(table.path(), &by, Format::Parquet, 100, &[], Some(&listed));
+        let plan = plan(
+            &Inputs::Dir(table.path().into()),
+            &by,
+            Format::Parquet,
+            100,
+            &[],
+            Some(&listed),
+        );
         let err = format!("{:#}", plan.unwrap_err());
         assert!(err.contains("a.parquet"), "{err}");
         // Unpartitioned: the table's own files.

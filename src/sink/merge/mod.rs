@@ -79,6 +79,23 @@ impl FileKind {
     }
 }
 
+/// The shape [`FileKind::shape`] gives a Parquet file of `size` bytes, from its last
+/// bytes `tail` (a ranged read of a file in a bucket); `Ok(Err(n))` when its footer needs
+/// the last `n` bytes.
+#[cfg(feature = "s3")]
+pub(crate) fn parquet_shape_of_tail(
+    tail: &bytes::Bytes,
+    size: u64,
+) -> Result<std::result::Result<String, usize>> {
+    #[cfg(feature = "parquet")]
+    return parquet::shape_of_tail(tail, size);
+    #[cfg(not(feature = "parquet"))]
+    bail!(
+        "this ingest was built without the `parquet` feature ({size} bytes, {} read)",
+        tail.len()
+    )
+}
+
 /// A checksum of a multiset of rows: how many, and the wrapping sum of a 128-bit hash of
 /// each row's values (so it does not depend on their order).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

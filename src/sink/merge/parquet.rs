@@ -29,6 +29,28 @@ pub(super) fn shape(path: &Path) -> Result<String> {
     Ok(format!("{:?}", reader(path)?.schema()))
 }
 
+/// [`shape`] of a Parquet file of `size` bytes from its last bytes, `tail`; or how many
+/// last bytes its footer needs.
+#[cfg(feature = "s3")]
+pub(super) fn shape_of_tail(
+    tail: &bytes::Bytes,
+    size: u64,
+) -> Result<std::result::Result<String, usize>> {
+    use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+    use parquet::errors::ParquetError;
+    use parquet::file::metadata::ParquetMetaDataReader;
+    let mut reader = ParquetMetaDataReader::new();
+    match reader.try_parse_sized(tail, size) {
+        Ok(()) => {}
+        Err(ParquetError::NeedMoreData(needed)) => return Ok(Err(needed)),
+        Err(e) => return Err(e).context("cannot read its Parquet footer"),
+    }
+    let metadata = reader.finish().context("cannot read its Parquet footer")?;
+    let arrow = ArrowReaderMetadata::try_new(Arc::new(metadata), ArrowReaderOptions::new())
+        .context("cannot read its Parquet schema")?;
+    Ok(Ok(format!("{:?}", arrow.schema())))
+}
+
 /// Writes the rows of `inputs` into a new file `out` and fsyncs it; returns the digest
 /// of the rows read and the file's size.
 pub(super) fn merge(inputs: &[PathBuf], out: &Path) -> Result<(Digest, u64)> {

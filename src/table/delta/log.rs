@@ -463,6 +463,7 @@ impl Log {
     pub(crate) fn commit_removes(
         &mut self,
         paths: &std::collections::HashSet<String>,
+        marker: Option<(String, i64)>,
     ) -> Result<(u64, u64)> {
         let state = self.state()?;
         let mut actions = Vec::new();
@@ -478,7 +479,8 @@ impl Log {
         }
         let files = actions.len() as u64;
         let operation = DeltaOperation::Delete { predicate: None };
-        let committed = self.commit(actions, operation, None)?;
+        let txn = marker.map(|(app, version)| Transaction::new(app, version));
+        let committed = self.commit(actions, operation, txn)?;
         self.settle_version(committed)?;
         Ok((files, rows))
     }

@@ -289,10 +289,31 @@ pub(crate) fn replace_partitions(
     journal(&Record::Exchanged)
 }
 
-/// `--abort`: removes the run's data files (`files`, as its journal names them) from
-/// the table's current version in one commit; returns (files, rows) removed. A repeat
-/// after a crash finds them gone and commits nothing.
-pub(crate) fn uncommit(layout: &JobLayout, files: &[&StagedFile]) -> Result<(u64, u64)> {
+/// The app id of the marker an abort's commit carries: `txn { appId, version }` with
+/// the version of the run's first checkpoint, which no other run of the job has (a run
+/// that commits moves the job's txn past it; one that commits nothing has nothing to
+/// remove, and no abort commit).
+fn abort_app_id(job: &str) -> String {
+    format!("ingest-abort:{job}")
+}
+
+/// `--abort`: removes the data files of run `log` (`files`, as its journal names them)
+/// from the table's current version in one commit; returns (files, rows) removed. A
+/// repeat after a crash finds them gone and commits nothing.
+///
+/// Every file of a checkpoint the log has committed must still be in the current version
+/// (or the abort's own commit, marked with the run's abort txn, be in the log): one that
+/// is gone was merged by a compaction (its rows are in files holding others) or removed
+/// by another writer, and removing what is left would leave rows of the run while saying
+/// it is undone. Our compactions are kept out while this runs
+/// (`ops/job.rs: exclude_compactions`); another tool's OPTIMIZE committed between the
+/// check and the commit makes the commit conflict (both remove one file), and the
+/// repeat finds the file gone here.
+pub(crate) fn uncommit(
+    layout: &JobLayout,
+    log: &RunLog,
+    files: &[&StagedFile],
+) -> Result<(u64, u64)> {
     let Some(mut table) = log::try_open(layout)? else {
         return Ok((0, 0));
     };
@@ -301,7 +322,50 @@ pub(crate) fn uncommit(layout: &JobLayout, files: &[&StagedFile]) -> Result<(u64
         .filter(|f| !f.is_rejects())
         .map(|f| f.dest.clone())
         .collect();
-    table.commit_removes(&paths)
+    let Some(base) = log.started.delta_txn_base else {
+        return table.commit_removes(&paths, None);
+    };
+    let marker = (abort_app_id(&layout.job), txn_version(base, 1)?);
+    if table.txn_version(&marker.0)? != Some(marker.1) {
+        if let Some(why) = merged_away(&table, layout, log)? {
+            bail!(
+                "{why}; its committed files still in the table are left too, and the abort \
+                 stays unfinished: its rows are in the table as if it had been recovered"
+            );
+        }
+    }
+    table.commit_removes(&paths, Some(marker))
+}
+
+/// How many files of checkpoints the log committed for run `log` its current version no
+/// longer names, said as a reason, if any.
+fn merged_away(table: &log::Log, layout: &JobLayout, log: &RunLog) -> Result<Option<String>> {
+    let Some(base) = log.started.delta_txn_base else {
+        return Ok(None);
+    };
+    let Some(done) = table.txn_version(&app_id(&layout.job))? else {
+        return Ok(None);
+    };
+    let live: std::collections::HashSet<String> =
+        table.files()?.into_iter().map(|(path, _)| path).collect();
+    let mut gone = 0;
+    for checkpoint in &log.checkpoints {
+        if txn_version(base, checkpoint.checkpoint)? > done {
+            continue;
+        }
+        gone += checkpoint
+            .files
+            .iter()
+            .filter(|f| !f.is_rejects() && !live.contains(&f.dest))
+            .count();
+    }
+    Ok((gone > 0).then(|| {
+        format!(
+            "{gone} file(s) the run committed are no longer in the Delta table's current \
+             version (another writer, a compaction say, removed them or merged them into \
+             files holding other rows), so undoing the run would leave their rows"
+        )
+    }))
 }
 
 /// Why `--abort` may not undo the run: files of checkpoints it committed (its txn
@@ -330,26 +394,7 @@ fn undo_refusal(layout: &JobLayout, log: &RunLog) -> Result<Option<String>> {
                 .to_string()
         }));
     }
-    let live: std::collections::HashSet<String> =
-        table.files()?.into_iter().map(|(path, _)| path).collect();
-    let mut gone = 0;
-    for checkpoint in &log.checkpoints {
-        if txn_version(base, checkpoint.checkpoint)? > done {
-            continue;
-        }
-        gone += checkpoint
-            .files
-            .iter()
-            .filter(|f| !f.is_rejects() && !live.contains(&f.dest))
-            .count();
-    }
-    Ok((gone > 0).then(|| {
-        format!(
-            "{gone} file(s) the run committed are no longer in the Delta table's current \
-             version (another writer, a compaction say, removed them or merged them into \
-             files holding other rows), so undoing the run would leave their rows"
-        )
-    }))
+    merged_away(&table, layout, log)
 }
 
 /// The table's Delta version and the job's last transaction version, if the table has
@@ -405,8 +450,13 @@ impl Format for Delta {
         replace_partitions(layout, log, journal)
     }
 
-    fn uncommit(&self, layout: &JobLayout, files: &[&StagedFile]) -> Result<Option<(u64, u64)>> {
-        uncommit(layout, files).map(Some)
+    fn uncommit(
+        &self,
+        layout: &JobLayout,
+        log: &RunLog,
+        files: &[&StagedFile],
+    ) -> Result<Option<(u64, u64)>> {
+        uncommit(layout, log, files).map(Some)
     }
 
     fn status(&self, layout: &JobLayout) -> Result<Option<(u64, Option<i64>)>> {
