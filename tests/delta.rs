@@ -397,6 +397,17 @@ fn abort_takes_the_runs_files_out_of_the_delta_table_in_one_commit() {
         "one commit removes them all"
     );
     assert!(delta_rows(&w.path("t")).is_empty());
+    // The abort held the compaction's lock; no compaction ran, and none is shown.
+    let out = w.run(&["-t", "t", "--status", "--json"]);
+    assert_code(&out, 0);
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let jobs: Vec<&str> = status
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["job"].as_str().unwrap())
+        .collect();
+    assert_eq!(jobs, ["default"]);
     // The inputs count as not loaded: the next load takes them, once.
     assert_code(&w.run(LOAD), 0);
     assert_same_rows(

@@ -243,7 +243,10 @@ pub(crate) fn print(common: &Common, job: Option<&str>, files: bool) -> Result<(
     }
     let jobs = match job {
         Some(job) => vec![job.to_string()],
-        None => crate::core::layout::jobs(table)?,
+        None => crate::core::layout::jobs(table)?
+            .into_iter()
+            .filter(|job| ran(&JobLayout::new(table, job)))
+            .collect(),
     };
     let statuses = jobs
         .iter()
@@ -283,23 +286,29 @@ fn print_remote(
     }
     let mut statuses = Vec::with_capacity(jobs.len());
     for job in &jobs {
-        statuses.push(crate::state::replica::Remote::with_read_only(
-            url,
-            job,
-            |view, scratch| {
-                let mut layout = JobLayout::new(scratch, job);
-                layout.target = Some(url.clone());
-                layout.store = view.clone();
-                layout.remote = Some(view.clone());
-                job_status(&layout)
-            },
-        )?);
+        let status = crate::state::replica::Remote::with_read_only(url, job, |view, scratch| {
+            let mut layout = JobLayout::new(scratch, job);
+            layout.target = Some(url.clone());
+            layout.store = view.clone();
+            layout.remote = Some(view.clone());
+            if !ran(&layout) {
+                return Ok(None);
+            }
+            job_status(&layout).map(Some)
+        })?;
+        statuses.extend(status);
     }
     show(common, &statuses, &url.to_string())
 }
 
 /// Files an abort would remove that the text of `--status` names one by one.
 const FILES_SHOWN: usize = 10;
+
+/// Whether a job is worth a line: every job but the compaction, which exists from the
+/// first `--abort` of a Delta run (the abort holds its lock), until it has run once.
+fn ran(layout: &JobLayout) -> bool {
+    layout.job != crate::core::layout::COMPACT_JOB || layout.journal().exists()
+}
 
 /// Prints the statuses, as text or JSON.
 fn show(common: &Common, statuses: &[JobStatus], table: &str) -> Result<()> {
