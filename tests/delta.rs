@@ -1137,11 +1137,19 @@ fn an_abort_of_a_delta_run_and_a_compaction_never_overlap() {
     let out = w.run(&["-t", "t", "--abort"]);
     assert_code(&out, 75);
     assert!(stderr(&out).contains("compact"), "{}", stderr(&out));
-    drop(held);
-    // Cut short after `Aborting`: a compaction now would merge files it must remove.
-    assert!(crashed(
-        &w.run_failing("abort.started.after", &["-t", "t", "--abort"])
-    ));
+    // With --lock-wait it waits for the compaction to end, then aborts.
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        drop(held);
+    });
+    let out = w.run_failing(
+        "abort.started.after",
+        &["-t", "t", "--abort", "--lock-wait", "30"],
+    );
+    release.join().unwrap();
+    // It got the lock, and was cut short after `Aborting`: a compaction now would merge
+    // files it must remove.
+    assert!(crashed(&out), "{}", stderr(&out));
     let out = w.run(COMPACT);
     assert_code(&out, 1);
     assert!(

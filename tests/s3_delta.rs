@@ -590,3 +590,61 @@ fn a_vacuum_in_a_bucket_deletes_only_the_replaced_files_past_the_retention() {
         "after the vacuum",
     );
 }
+
+/// An abort of a Delta run in a bucket cut short on machine A keeps a compaction on
+/// machine B out (B reads the job's journal in the bucket: its own working copy has none)
+/// until B finishes the abort; then B compacts, and the table holds nothing of the run.
+#[test]
+fn a_compaction_in_a_bucket_waits_for_an_abort_cut_short_on_another_machine() {
+    let Some(s3) = store("delta-abort-compact") else {
+        return;
+    };
+    let w = Workdir::new();
+    w.fixture("orders");
+    let table = s3.table("t");
+    let load = [
+        "-t",
+        &table,
+        "--table-format",
+        "delta",
+        "-p",
+        "dt",
+        "--checkpoint-rows",
+        "60",
+        "orders",
+    ];
+    let out = s3
+        .on(&w, "machine-a")
+        .env("INGEST_FAIL_POINT", "checkpoint.committed.after:3")
+        .args(load)
+        .output()
+        .unwrap();
+    assert!(crashed(&out), "{}", stderr(&out));
+    let out = s3
+        .on(&w, "machine-a")
+        .env("INGEST_FAIL_POINT", "abort.started.after")
+        .args(["-t", &table, "--abort"])
+        .output()
+        .unwrap();
+    assert!(crashed(&out), "{}", stderr(&out));
+    let compact = ["-t", &table, "--compact", "--lock-wait", "30"];
+    let out = s3.run_on(&w, "machine-b", &compact);
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("abort under way") && stderr(&out).contains("--abort"),
+        "{}",
+        stderr(&out)
+    );
+    assert_code(
+        &s3.run_on(
+            &w,
+            "machine-b",
+            &["-t", &table, "--abort", "--lock-wait", "30"],
+        ),
+        0,
+    );
+    assert!(delta_rows_in(&s3, "t", "aborted").is_empty());
+    assert_code(&s3.run_on(&w, "machine-b", &compact), 0);
+    assert!(delta_rows_in(&s3, "t", "compacted").is_empty());
+    assert_no_open_uploads(&s3, "after the abort");
+}
