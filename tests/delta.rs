@@ -1210,3 +1210,27 @@ fn an_abort_that_finds_its_files_merged_away_refuses_to_say_aborted() {
     );
     assert_same_rows(delta_rows(&table), before, "the abort removed nothing");
 }
+
+/// A run killed with a checkpoint decided but not yet in the log: its abort removes the
+/// files of the checkpoints the log has (the undecided one's are in no version, and do
+/// not count as merged away), and the table is as before the run.
+#[test]
+fn an_abort_with_a_checkpoint_not_yet_in_the_log_undoes_the_ones_that_are() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    assert!(crashed(
+        &w.run_failing("delta.commit.before:3", &small_commits())
+    ));
+    let table = w.path("t");
+    assert_eq!(
+        delta_log(&table).txns.len(),
+        2,
+        "two checkpoints in the log"
+    );
+    assert!(!delta_rows(&table).is_empty());
+    let out = w.run(&["-t", "t", "--abort"]);
+    assert_code(&out, 0);
+    assert!(delta_rows(&table).is_empty());
+    assert_code(&w.run(&small_commits()), 0);
+    assert_same_rows(delta_rows(&table), expected(&w), "loaded after the abort");
+}
