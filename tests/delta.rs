@@ -1234,3 +1234,46 @@ fn an_abort_with_a_checkpoint_not_yet_in_the_log_undoes_the_ones_that_are() {
     assert_code(&w.run(&small_commits()), 0);
     assert_same_rows(delta_rows(&table), expected(&w), "loaded after the abort");
 }
+
+/// The files of the run's last checkpoint in the log count too: a compaction of the one
+/// partition only that checkpoint wrote to (merging them with another job's file) makes
+/// the run's abort refuse.
+#[test]
+fn an_abort_refuses_when_only_its_last_logged_checkpoints_files_were_merged() {
+    let w = Workdir::new();
+    w.write("other/x.csv", "id,p\n9,z\n");
+    w.write("in/a.csv", "id,p\n1,a\n2,a\n3,b\n4,b\n5,z\n6,z\n");
+    let load = |job: &'static str, input: &'static str| {
+        [
+            "-t",
+            "t",
+            "--table-format",
+            "delta",
+            "-p",
+            "p",
+            "--checkpoint-rows",
+            "2",
+            "--job",
+            job,
+            input,
+        ]
+    };
+    assert_code(&w.run(&load("other", "other")), 0);
+    // Checkpoints 1, 2 and 3 write p=a, p=b and p=z; the run stops after the third.
+    let out = w.run_failing("checkpoint.committed.after:3", &load("default", "in"));
+    assert!(crashed(&out), "{}", stderr(&out));
+    let out = w.run(&["-t", "t", "--compact", "--partition", "p=z"]);
+    assert_code(&out, 0);
+    assert!(
+        stderr(&out).contains("compacted 1 partition"),
+        "{}",
+        stderr(&out)
+    );
+    let out = w.run(&["-t", "t", "--abort"]);
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("no longer in the Delta table"),
+        "{}",
+        stderr(&out)
+    );
+}
