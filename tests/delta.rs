@@ -1277,3 +1277,61 @@ fn an_abort_refuses_when_only_its_last_logged_checkpoints_files_were_merged() {
         stderr(&out)
     );
 }
+
+/// ingest's txns carry no `lastUpdated`, and Delta's transaction expiry
+/// (`delta.setTransactionRetentionDuration`) drops a txn only by its `lastUpdated`
+/// (delta-rs's kernel, as Spark): with the retention at one second and the job's txns
+/// older than that, a recovery of a checkpoint whose commit landed just before the crash
+/// still finds the commit, and makes it once.
+#[test]
+fn an_expired_transaction_retention_never_lets_a_recovery_commit_twice() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    assert!(crashed(
+        &w.run_failing("checkpoint.committed.after:1", LOAD)
+    ));
+    // The table's metadata again, with the retention: the next version of the log.
+    let table = w.path("t");
+    let first =
+        std::fs::read_to_string(table.join("_delta_log/00000000000000000000.json")).unwrap();
+    let mut metadata: serde_json::Value = first
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|a| a.get("metaData").is_some())
+        .unwrap();
+    metadata["metaData"]["configuration"]["delta.setTransactionRetentionDuration"] =
+        "interval 1 second".into();
+    let next = delta_log(&table).version + 1;
+    std::fs::write(
+        table.join(format!("_delta_log/{next:020}.json")),
+        format!("{metadata}\n"),
+    )
+    .unwrap();
+    // Checkpoint 2's commit is written; the crash comes before the journal says so.
+    let out = w.run_failing("delta.commit.written", &["-t", "t", "--recover"]);
+    assert!(crashed(&out), "{}", stderr(&out));
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+    let log = delta_log(&table);
+    assert_txns_once(&log, "past the transaction retention");
+    assert_same_rows(
+        delta_rows(&table),
+        expected(&w),
+        "past the transaction retention",
+    );
+    for entry in std::fs::read_dir(table.join("_delta_log")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            for line in std::fs::read_to_string(&path).unwrap().lines() {
+                let action: serde_json::Value = serde_json::from_str(line).unwrap();
+                if let Some(txn) = action.get("txn") {
+                    assert!(
+                        txn.get("lastUpdated").is_none(),
+                        "{}: {txn}",
+                        path.display()
+                    );
+                }
+            }
+        }
+    }
+}
