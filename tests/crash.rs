@@ -251,7 +251,7 @@ const SIGKILL_THOUSANDS: &[&str] = &[
 fn random_sigkill_over_thousands_of_partitions_loses_and_duplicates_nothing() {
     let (seed, kills) = sigkill_rounds_within(SIGKILL_THOUSANDS, 3, Workdir::new, 2);
     eprintln!(
-        "random SIGKILL, thousands of partitions: seed {seed}, {kills} kills landed mid-run over 3 loads"
+        "random SIGKILL, thousands of partitions: seed {seed}, {kills} kills landed mid-run over 3 loads or more"
     );
     assert!(kills >= 2, "seed {seed}: only {kills} kills landed mid-run");
 }
@@ -268,6 +268,11 @@ pub fn sigkill_rounds(load: &[&str], rounds: u32, workdir: impl Fn() -> Workdir)
 /// or a recovery after a kill first clears what the killed command left, which over
 /// thousands of partitions takes longer than the load's own margin, so with kills drawn
 /// from one load's time no command would ever finish.
+///
+/// A round whose first load outlives its delay lands no kill, so a few rounds can land
+/// fewer than the two kills the callers require (CI saw one over three rounds at 4,000
+/// partitions, `stretch` 2): past `rounds`, rounds go on while fewer than two kills have
+/// landed, up to twice as many.
 pub fn sigkill_rounds_within(
     load: &[&str],
     rounds: u32,
@@ -283,7 +288,10 @@ pub fn sigkill_rounds_within(
     };
     let full = whole_load_ms(load, setup) * stretch;
     let mut kills = 0;
-    for round in 0..rounds {
+    for round in 0..rounds * 2 {
+        if round >= rounds && kills >= 2 {
+            break;
+        }
         let w = setup();
         kills += operators_loop(&w, load, &mut rng, full, seed);
         assert_code(&w.run(&["-t", "t", "--recover"]), 0);
