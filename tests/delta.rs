@@ -729,8 +729,8 @@ fn two_loads_adding_the_same_column_at_once_both_load_and_the_column_is_added_on
     }
 }
 
-/// `LOAD` with a commit every `rows` rows, of `input`.
-fn load_of<'a>(rows: &'a str, input: &'a str) -> Vec<&'a str> {
+/// `LOAD` (into table `t`: `[1]` is its name) with a commit every `rows` rows, of `input`.
+pub fn load_of<'a>(rows: &'a str, input: &'a str) -> Vec<&'a str> {
     let mut args = LOAD.to_vec();
     let at = args.iter().position(|a| *a == "--checkpoint-rows").unwrap() + 1;
     args[at] = rows;
@@ -742,6 +742,27 @@ fn load_of<'a>(rows: &'a str, input: &'a str) -> Vec<&'a str> {
 /// log's checkpoint interval, which `delta_log` reads no further than).
 fn small_commits() -> Vec<&'static str> {
     load_of("30", "orders")
+}
+
+/// A work directory whose `small_commits` load was killed at fail point `point`.
+fn small_commits_killed_at(point: &str) -> Workdir {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let out = w.run_failing(point, &small_commits());
+    assert!(crashed(&out), "{point}: {}", stderr(&out));
+    w
+}
+
+/// `--abort` refuses: files the run committed were merged away.
+#[track_caller]
+fn assert_abort_refused_merged(w: &Workdir) {
+    let out = w.run(&["-t", "t", "--abort"]);
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("no longer in the Delta table"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 const COMPACT: &[&str] = &["-t", "t", "--compact"];
@@ -978,10 +999,7 @@ fn past_a_log_checkpoint_the_jobs_txn_survives_the_cleanup_of_older_commits() {
 /// which finishes it, every row once.
 #[test]
 fn a_compaction_over_an_interrupted_runs_files_turns_its_abort_into_a_recovery() {
-    let w = Workdir::new();
-    w.fixture("orders");
-    let out = w.run_failing("checkpoint.committed.after:20", &small_commits());
-    assert!(crashed(&out), "{}", stderr(&out));
+    let w = small_commits_killed_at("checkpoint.committed.after:20");
     let out = w.run(COMPACT);
     assert_code(&out, 0);
     assert!(stderr(&out).contains("compacted"), "{}", stderr(&out));
@@ -1125,11 +1143,7 @@ fn a_compaction_whose_replaced_files_another_job_removed_is_aborted_not_committe
 #[test]
 fn an_abort_of_a_delta_run_and_a_compaction_never_overlap() {
     use fs2::FileExt;
-    let w = Workdir::new();
-    w.fixture("orders");
-    assert!(crashed(
-        &w.run_failing("checkpoint.committed.after:3", &small_commits())
-    ));
+    let w = small_commits_killed_at("checkpoint.committed.after:3");
     let table = w.path("t");
     std::fs::create_dir_all(table.join("_ingest/compact")).unwrap();
     let held = std::fs::File::create(table.join("_ingest/compact/lock")).unwrap();
@@ -1184,11 +1198,7 @@ fn an_abort_of_a_delta_run_and_a_compaction_never_overlap() {
 /// its rows still in the table.
 #[test]
 fn an_abort_that_finds_its_files_merged_away_refuses_to_say_aborted() {
-    let w = Workdir::new();
-    w.fixture("orders");
-    assert!(crashed(
-        &w.run_failing("checkpoint.committed.after:3", &small_commits())
-    ));
+    let w = small_commits_killed_at("checkpoint.committed.after:3");
     assert!(crashed(
         &w.run_failing("abort.started.after", &["-t", "t", "--abort"])
     ));
@@ -1201,13 +1211,7 @@ fn an_abort_that_finds_its_files_merged_away_refuses_to_say_aborted() {
     std::fs::rename(&aside, &journal).unwrap();
     let table = w.path("t");
     let before = delta_rows(&table);
-    let out = w.run(&["-t", "t", "--abort"]);
-    assert_code(&out, 1);
-    assert!(
-        stderr(&out).contains("no longer in the Delta table"),
-        "{}",
-        stderr(&out)
-    );
+    assert_abort_refused_merged(&w);
     assert_same_rows(delta_rows(&table), before, "the abort removed nothing");
 }
 
@@ -1216,11 +1220,7 @@ fn an_abort_that_finds_its_files_merged_away_refuses_to_say_aborted() {
 /// not count as merged away), and the table is as before the run.
 #[test]
 fn an_abort_with_a_checkpoint_not_yet_in_the_log_undoes_the_ones_that_are() {
-    let w = Workdir::new();
-    w.fixture("orders");
-    assert!(crashed(
-        &w.run_failing("delta.commit.before:3", &small_commits())
-    ));
+    let w = small_commits_killed_at("delta.commit.before:3");
     let table = w.path("t");
     assert_eq!(
         delta_log(&table).txns.len(),
@@ -1269,13 +1269,7 @@ fn an_abort_refuses_when_only_its_last_logged_checkpoints_files_were_merged() {
         "{}",
         stderr(&out)
     );
-    let out = w.run(&["-t", "t", "--abort"]);
-    assert_code(&out, 1);
-    assert!(
-        stderr(&out).contains("no longer in the Delta table"),
-        "{}",
-        stderr(&out)
-    );
+    assert_abort_refused_merged(&w);
 }
 
 /// ingest's txns carry no `lastUpdated`, and Delta's transaction expiry

@@ -298,23 +298,8 @@ fn a_delta_overwrite_in_a_bucket_is_one_commit_finished_on_another_machine() {
 /// `delta.rs`'s `LOAD` into a table in the bucket, from machine A: 8 partitions, a
 /// commit every 30 rows (33 small files).
 fn small_commits_into(s3: &Store, w: &Workdir, table: &str) {
-    let load = [
-        "-t",
-        table,
-        "--table-format",
-        "delta",
-        "-p",
-        "country",
-        "--dedupe-key",
-        "order_id",
-        "--cast",
-        "order_id=int",
-        "--cast",
-        "amount=decimal(12,2)",
-        "--checkpoint-rows",
-        "30",
-        "orders",
-    ];
+    let mut load: Vec<&str> = crate::delta::load_of("30", "orders");
+    load[1] = table;
     assert_code(&s3.run_on(w, "machine-a", &load), 0);
 }
 
