@@ -1329,3 +1329,27 @@ fn an_expired_transaction_retention_never_lets_a_recovery_commit_twice() {
         }
     }
 }
+
+/// A compaction killed before its commit point is cleared by the next one; that next one
+/// killed mid-clearing (its abort of the old run journaled, not finished) is no trap: the
+/// compaction after it finishes the clearing and compacts.
+#[test]
+fn a_compaction_killed_while_clearing_an_earlier_one_is_cleared_by_the_next() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    assert_code(&w.run(&small_commits()), 0);
+    let table = w.path("t");
+    let before = delta_rows(&table);
+    assert!(crashed(&w.run_failing("compact.verified.after", COMPACT)));
+    assert!(crashed(&w.run_failing("abort.started.after", COMPACT)));
+    let out = w.run(COMPACT);
+    assert_code(&out, 0);
+    assert!(
+        stderr(&out).contains("cleared compaction run"),
+        "{}",
+        stderr(&out)
+    );
+    assert_same_rows(delta_rows(&table), before, "compacted after two kills");
+    assert!(files_per_partition(&table).values().all(|n| *n == 1));
+    assert_txns_once(&delta_log(&table), "compacted after two kills");
+}

@@ -104,13 +104,16 @@ pub(crate) fn compact(cfg: &CompactConfig, messages: Messages) -> Result<Summary
         replay,
     } = job;
     if let Some(log) = replay.log {
-        if !log.finished && !nothing_committed(&log) {
+        // Past its commit point (and not being undone): `--recover` finishes it.
+        if !log.finished && !log.aborting && !nothing_committed(&log) {
             return Err(crate::ops::job::interrupted_error(&common, &log));
         }
         if log.finished {
             crate::ops::finish::fold_finished(&layout, &mut manifest, &log)?;
         } else {
-            // Killed before its commit point: nothing of it was ever visible.
+            // Killed before its commit point, or while a compaction was clearing such a
+            // run (its abort cut short: an abort of a compaction is refused past the
+            // commit point): nothing of it was ever visible.
             let quiet = Messages { quiet: true };
             crate::ops::abort::undo(&layout, &log, replay.valid_len, quiet, started)?;
             messages.note(&format!(
