@@ -767,6 +767,19 @@ fn assert_abort_refused_merged(w: &Workdir) {
 
 const COMPACT: &[&str] = &["-t", "t", "--compact"];
 
+/// Fail points every Delta compaction's crash matrix must reach, on disk or in a bucket.
+pub const COMPACTION_POINTS: [&str; 9] = [
+    "compact.write.mid",
+    "compact.verified.after",
+    "checkpoint.complete.after",
+    "commit.mid",
+    "delta.commit.before",
+    "delta.commit.written",
+    "delta.commit.after",
+    "checkpoint.committed.after",
+    "run.finished.before",
+];
+
 /// The last commit's actions, one JSON object each.
 fn last_commit(table: &Path) -> Vec<serde_json::Value> {
     let version = delta_log(table).version;
@@ -897,17 +910,7 @@ fn a_delta_compaction_killed_at_any_fail_point_commits_once_and_keeps_every_row(
         );
         assert_txns_once(&delta_log(&table), &point);
     }
-    for point in [
-        "compact.write.mid",
-        "compact.verified.after",
-        "checkpoint.complete.after",
-        "commit.mid",
-        "delta.commit.before",
-        "delta.commit.written",
-        "delta.commit.after",
-        "checkpoint.committed.after",
-        "run.finished.before",
-    ] {
+    for point in COMPACTION_POINTS {
         assert!(
             crashed_at.contains(point),
             "{point} never reached: {crashed_at:?}"

@@ -407,19 +407,11 @@ fn a_delta_compaction_in_a_bucket_killed_at_every_point_is_finished_on_another_m
             files_per_partition_in(&s3, &rel)
         );
     }
-    for point in [
-        "run.started.after",
-        "compact.write.mid",
-        "compact.verified.after",
-        "checkpoint.complete.before",
-        "checkpoint.complete.after",
-        "commit.mid",
-        "delta.commit.before",
-        "delta.commit.written",
-        "delta.commit.after",
-        "checkpoint.committed.after",
-        "run.finished.before",
-    ] {
+    let before_upload = ["run.started.after", "checkpoint.complete.before"];
+    for point in crate::delta::COMPACTION_POINTS
+        .into_iter()
+        .chain(before_upload)
+    {
         assert!(
             crashed_at.contains(point),
             "{point} never reached: {crashed_at:?}"
