@@ -98,12 +98,12 @@ fn each_concurrently<T: Sync, R: Send>(
     items: &[T],
     threads: usize,
     name: &str,
-    sync: impl Fn(&T) -> Result<R> + Sync,
+    each: impl Fn(&T) -> Result<R> + Sync,
 ) -> Result<Vec<R>> {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let threads = items.len().min(threads);
     if threads <= 1 {
-        return items.iter().map(&sync).collect();
+        return items.iter().map(&each).collect();
     }
     let (next, failed) = (AtomicUsize::new(0), AtomicBool::new(false));
     let work = || {
@@ -111,7 +111,7 @@ fn each_concurrently<T: Sync, R: Send>(
         while !failed.load(Ordering::Relaxed) {
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(item) = items.get(i) else { break };
-            match sync(item) {
+            match each(item) {
                 Ok(r) => done.push((i, r)),
                 Err(e) => {
                     failed.store(true, Ordering::Relaxed);
