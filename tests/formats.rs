@@ -266,12 +266,16 @@ fn parquet_over_more_partitions_than_open_files_writes_one_file_per_partition() 
 #[cfg(feature = "parquet")]
 #[test]
 fn a_parquet_load_holding_too_much_ends_its_checkpoint_early_and_loses_nothing() {
-    // 100,000 rows over 600 partitions in one default checkpoint, with a memory budget of
+    // 200,000 rows over 600 partitions in one default checkpoint, with a memory budget of
     // 64 KiB for unfinished Parquet files (the default is 512 MiB): the source ends the
-    // checkpoint early, at a batch's end, each time the parts cross it.
+    // checkpoint early, at a batch's end, each time the parts cross it. The sink crosses it
+    // within its first few batches (of 4,096 rows), and the source can be at most 34 batches
+    // ahead of it (a channel of 32, one batch at each end): with 49 batches, the source is
+    // still reading when it is asked for the checkpoint, however the threads are scheduled.
+    // (With 25, a slow CI machine once had the source read everything first.)
     let w = Workdir::new().with_env("INGEST_MEMORY_BUDGET", "65536");
     let mut text = String::from("id,p\n");
-    for i in 0..100_000 {
+    for i in 0..200_000_u64 {
         text.push_str(&format!("{i},v{}\n", (i * 7919) % 600));
     }
     let input = w.write("many.csv", text.clone());
