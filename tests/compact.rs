@@ -271,16 +271,17 @@ fn compaction_and_loads_exclude_each_other_and_an_interrupted_load_comes_first()
 #[test]
 fn a_compaction_killed_at_any_fail_point_leaves_every_row_once_after_recover_or_abort() {
     let mut crashes = BTreeSet::new();
+    let template = loaded(&["--compression", "gzip"]);
+    let before = rows_of(&template.path("t"));
     for point in listed_fail_points() {
         for finish in ["--recover", "--abort"] {
-            let w = loaded(&["--compression", "gzip"]);
+            let w = template.copy();
             let table = w.path("t");
-            let before = rows_of(&table);
             let out = w.run_failing(&format!("{point}:1"), COMPACT);
             let what = format!("{point}, then {finish}");
             if !crashed(&out) {
                 assert_code(&out, 0);
-                assert_same_rows(rows_of(&table), before, &what);
+                assert_same_rows(rows_of(&table), before.clone(), &what);
                 continue;
             }
             crashes.insert(point.clone());
@@ -316,7 +317,11 @@ fn a_compaction_killed_at_any_fail_point_leaves_every_row_once_after_recover_or_
                 visible_debris(&table)
             );
             assert_code(&w.run(COMPACT), 0);
-            assert_same_rows(rows_of(&table), before, &format!("{what}: compacted again"));
+            assert_same_rows(
+                rows_of(&table),
+                before.clone(),
+                &format!("{what}: compacted again"),
+            );
             let files = files_by_partition(&table);
             assert!(files.values().all(|f| f.len() == 1), "{what}: {files:?}");
             let status = w.run(&["-t", "t", "--status"]);

@@ -872,12 +872,13 @@ fn compaction_of_a_delta_table_is_one_optimize_commit_and_older_versions_still_r
 #[test]
 fn a_delta_compaction_killed_at_any_fail_point_commits_once_and_keeps_every_row() {
     let mut crashed_at = std::collections::BTreeSet::new();
+    let loaded = Workdir::new();
+    loaded.fixture("orders");
+    assert_code(&loaded.run(&small_commits()), 0);
+    let before = delta_rows(&loaded.path("t"));
     for point in listed_fail_points() {
-        let w = Workdir::new();
-        w.fixture("orders");
-        assert_code(&w.run(&small_commits()), 0);
+        let w = loaded.copy();
         let table = w.path("t");
-        let before = delta_rows(&table);
         let out = w.run_failing(&format!("{point}:1"), COMPACT);
         if crashed(&out) {
             crashed_at.insert(point.clone());
@@ -903,7 +904,11 @@ fn a_delta_compaction_killed_at_any_fail_point_commits_once_and_keeps_every_row(
         );
         assert_txns_once(&delta_log(&table), &point);
         assert_code(&w.run(COMPACT), 0);
-        assert_same_rows(delta_rows(&table), before, &format!("{point}: again"));
+        assert_same_rows(
+            delta_rows(&table),
+            before.clone(),
+            &format!("{point}: again"),
+        );
         assert!(
             files_per_partition(&table).values().all(|n| *n == 1),
             "{point}"

@@ -184,6 +184,16 @@ impl Store {
         out
     }
 
+    /// Copies every object under `from/` to the same place under `to/`, in the store (a
+    /// table copied whole: a crash matrix starts each case from one load).
+    pub fn copy_dir(&self, from: &str, to: &str) {
+        for (key, _) in self.list(from) {
+            let below = key.strip_prefix(from).unwrap();
+            let (src, dst) = (self.key(&key), self.key(&format!("{to}{below}")));
+            self.rt.block_on(self.client.copy(&src, &dst)).unwrap();
+        }
+    }
+
     pub fn delete(&self, rel: &str) {
         self.rt
             .block_on(self.client.delete(&self.key(rel)))

@@ -53,6 +53,19 @@ impl Workdir {
         dst
     }
 
+    /// A new work directory holding a copy of this one's files (modification times
+    /// kept) and running commands as this one does: a crash matrix starts each case from
+    /// the same table without loading it again.
+    pub fn copy(&self) -> Workdir {
+        let copy = Workdir {
+            dir: tempfile::tempdir().expect("temp dir"),
+            env: self.env.clone(),
+            open_files: self.open_files,
+        };
+        copy_tree(self.dir.path(), copy.dir.path());
+        copy
+    }
+
     /// Writes a file (creating parents) and returns its path.
     pub fn write(&self, rel: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
         let path = self.path(rel);
@@ -194,6 +207,12 @@ fn copy_tree(src: &Path, dst: &Path) {
     } else {
         std::fs::copy(src, dst).unwrap();
     }
+    let modified = std::fs::metadata(src).unwrap().modified().unwrap();
+    // After the children: copying them changed a directory's own time.
+    std::fs::File::open(dst)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
 }
 
 pub fn stderr(out: &Output) -> String {
