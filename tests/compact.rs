@@ -353,21 +353,20 @@ fn a_compaction_killed_at_any_fail_point_leaves_every_row_once_after_recover_or_
 #[test]
 fn random_sigkill_during_compaction_and_recovery_loses_and_duplicates_nothing() {
     let seed = clock_seed();
-    let setup = || {
-        let w = Workdir::new();
-        big_orders(&w, 30_000, &mut Rng(seed));
-        let load = [
-            "-t",
-            "t",
-            "-p",
-            "country",
-            "--checkpoint-rows",
-            "500",
-            "orders",
-        ];
-        assert_code(&w.run(&load), 0);
-        w
-    };
+    // Every round compacts a copy of one loaded table.
+    let loaded = Workdir::new();
+    big_orders(&loaded, 30_000, &mut Rng(seed));
+    let load = [
+        "-t",
+        "t",
+        "-p",
+        "country",
+        "--checkpoint-rows",
+        "500",
+        "orders",
+    ];
+    assert_code(&loaded.run(&load), 0);
+    let setup = || loaded.copy();
     let full = whole_load_ms(COMPACT, setup);
     let mut rng = Rng(seed);
     let mut kills = 0;

@@ -1037,12 +1037,11 @@ fn random_sigkill_of_delta_compactions_and_recoveries_loses_and_duplicates_nothi
         "500",
         "orders",
     ];
-    let setup = || {
-        let w = Workdir::new();
-        big_orders(&w, 20_000, &mut Rng(seed));
-        assert_code(&w.run(&load), 0);
-        w
-    };
+    // Every round compacts a copy of one loaded table.
+    let loaded = Workdir::new();
+    big_orders(&loaded, 20_000, &mut Rng(seed));
+    assert_code(&loaded.run(&load), 0);
+    let setup = || loaded.copy();
     let full = whole_load_ms(COMPACT, setup);
     let mut kills = 0;
     for round in 0..4 {
