@@ -187,7 +187,11 @@ pub(crate) fn write_manifest(
     let spec = metadata.default_spec()?;
     let schema = manifest_entry_schema(spec, types)?;
     let data_file_schema = match &schema {
-        AvroSchema::Record(record) => &record.fields[4].schema,
+        AvroSchema::Record(record) => record
+            .lookup
+            .get("data_file")
+            .map(|&i| &record.fields[i].schema)
+            .context("the manifest entry schema has no data_file")?,
         _ => bail!("the manifest entry schema is not a record"),
     };
     let mut writer = Writer::new(&schema, Vec::new());
@@ -322,7 +326,8 @@ pub(crate) fn read_manifest_list(bytes: &[u8]) -> Result<Vec<ManifestFile>> {
                 Some(Value::Union(_, v)) => match v.as_ref() {
                     Value::Long(v) => Ok(*v),
                     Value::Int(v) => Ok(i64::from(*v)),
-                    _ => Ok(0),
+                    // A count a version 2 list must have, missing: never read as 0.
+                    _ => bail!("a manifest list entry with no {name}"),
                 },
                 _ => bail!("a manifest list entry without {name}"),
             }
