@@ -109,19 +109,6 @@ pub fn delta_rows(table: &Path) -> Vec<Row> {
     rows
 }
 
-/// Writes order rows as a CSV file with the orders' header, quoting as CSV does.
-pub fn write_orders(w: &Workdir, rel: &str, rows: &[Row]) -> PathBuf {
-    let header = "order_id,dt,ts,customer,email,country,amount,currency,note";
-    let mut writer = csv::Writer::from_writer(Vec::new());
-    writer.write_record(header.split(',')).unwrap();
-    for row in rows {
-        writer
-            .write_record(header.split(',').map(|c| row[c].as_str()))
-            .unwrap();
-    }
-    w.write(rel, writer.into_inner().unwrap())
-}
-
 /// Input rows as a load with `LOAD`'s casts and dedupe commits them.
 fn expected(w: &Workdir) -> Vec<Row> {
     dedupe(input_rows(&[w.path("orders")]), "order_id")
@@ -473,24 +460,6 @@ fn shards_loaded_at_once_by_separate_jobs_land_every_row_once() {
     assert_txns_once(&log, "four shards at once");
     let apps: std::collections::BTreeSet<_> = log.txns.iter().map(|(a, _)| a.clone()).collect();
     assert_eq!(apps.len(), shards, "{apps:?}");
-}
-
-/// One day of the orders again, amounts changed, plus a row for a day not in the table.
-pub fn corrected_day(w: &Workdir) -> (PathBuf, Vec<Row>) {
-    let day = input_rows(&[w.path("orders/2026-11-27.csv")]);
-    let mut rows = Vec::new();
-    for (i, row) in day.iter().take(20).enumerate() {
-        let mut row = row.clone();
-        row.insert("amount".into(), format!("{i}.00"));
-        row.insert("note".into(), "corrected".into());
-        row.insert("customer".into(), "c".into());
-        rows.push(row);
-    }
-    let mut new_day = rows[0].clone();
-    new_day.insert("dt".into(), "2026-12-01".into());
-    new_day.insert("order_id".into(), "99999".into());
-    rows.push(new_day);
-    (write_orders(w, "fix/2026-11-27.csv", &rows), rows)
 }
 
 const BASE: &[&str] = &[

@@ -8,9 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::crash::{big_orders, Rng};
-use crate::delta::{
-    assert_txns_once, corrected_day, delta_log, delta_rows, write_orders, DeltaLog,
-};
+use crate::delta::{assert_txns_once, delta_log, delta_rows, DeltaLog};
 use crate::s3::{store, Store, LEASE_SECS};
 use crate::s3_table::{
     assert_killed_or_clean, assert_no_open_uploads, crash_matrix_on_two_machines,

@@ -17,6 +17,8 @@ mod durability;
 mod errors;
 mod explorer;
 mod formats;
+#[cfg(feature = "iceberg")]
+mod iceberg;
 mod jobs;
 mod json_input;
 mod load;

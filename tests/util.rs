@@ -469,13 +469,14 @@ pub fn listed_fail_points() -> Vec<String> {
 }
 
 /// Every fail point a load or a recovery of a Hive table can reach (all but `--abort`'s
-/// own and a Delta table's commit's).
+/// own and a Delta or Iceberg table's commit's).
 pub fn all_fail_points() -> Vec<String> {
     listed_fail_points()
         .into_iter()
         .filter(|p| {
             !p.starts_with("abort.")
                 && !p.starts_with("delta.")
+                && !p.starts_with("iceberg.")
                 && !p.starts_with("quarantine.")
                 && !p.starts_with("compact.")
         })
@@ -747,4 +748,37 @@ pub fn clock_seed() -> u64 {
         .unwrap()
         .as_nanos() as u64
         | 1
+}
+
+/// Writes order rows as a CSV file with the orders' header, quoting as CSV does.
+#[cfg(any(feature = "delta", feature = "iceberg"))]
+pub fn write_orders(w: &Workdir, rel: &str, rows: &[Row]) -> PathBuf {
+    let header = "order_id,dt,ts,customer,email,country,amount,currency,note";
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    writer.write_record(header.split(',')).unwrap();
+    for row in rows {
+        writer
+            .write_record(header.split(',').map(|c| row[c].as_str()))
+            .unwrap();
+    }
+    w.write(rel, writer.into_inner().unwrap())
+}
+
+/// One day of the orders again, amounts changed, plus a row for a day not in the table.
+#[cfg(any(feature = "delta", feature = "iceberg"))]
+pub fn corrected_day(w: &Workdir) -> (PathBuf, Vec<Row>) {
+    let day = input_rows(&[w.path("orders/2026-11-27.csv")]);
+    let mut rows = Vec::new();
+    for (i, row) in day.iter().take(20).enumerate() {
+        let mut row = row.clone();
+        row.insert("amount".into(), format!("{i}.00"));
+        row.insert("note".into(), "corrected".into());
+        row.insert("customer".into(), "c".into());
+        rows.push(row);
+    }
+    let mut new_day = rows[0].clone();
+    new_day.insert("dt".into(), "2026-12-01".into());
+    new_day.insert("order_id".into(), "99999".into());
+    rows.push(new_day);
+    (write_orders(w, "fix/2026-11-27.csv", &rows), rows)
 }

@@ -120,11 +120,22 @@ pub(crate) struct Cli {
     #[arg(long, value_enum)]
     pub(crate) format: Option<Format>,
 
-    /// The table's layout: plain Hive partition directories, or a Delta Lake table
+    /// The table's layout: plain Hive partition directories, a Delta Lake table
     /// (Parquet files named by a transaction log in _delta_log/, one commit per
-    /// checkpoint) [default: hive]
+    /// checkpoint), or an Apache Iceberg table (Parquet files named by a snapshot
+    /// committed through --catalog, one per checkpoint) [default: hive]
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub(crate) table_format: Option<TableFormat>,
+
+    /// An Iceberg table's catalog: sqlite:///ABS/PATH.db (the SQL catalog pyiceberg's
+    /// SqlCatalog and Java's JdbcCatalog read, in a SQLite file; catalog name `ingest`)
+    #[arg(long, value_name = "URI")]
+    pub(crate) catalog: Option<String>,
+
+    /// An Iceberg table's name in its catalog [default: default.NAME, NAME the last
+    /// component of --target]
+    #[arg(long, value_name = "NAMESPACE.NAME")]
+    pub(crate) table_name: Option<String>,
 
     /// Compress data files: .csv.gz, .jsonl.zst, …; Parquet inside the file [default: none; zstd for parquet]
     #[arg(long, value_enum)]
@@ -326,6 +337,8 @@ const COMPACT_CONFLICTS: &[&str] = &[
     "min_age",
     "shard",
     "table_format",
+    "catalog",
+    "table_name",
     "mode",
     "inputs",
     "reload",
@@ -353,7 +366,7 @@ const COMPACT_CONFLICTS: &[&str] = &[
 ];
 
 /// Flags that only make sense for a load.
-const LOAD_ONLY: [&str; 32] = [
+const LOAD_ONLY: [&str; 34] = [
     "compression",
     "on_bad_input",
     "include",
@@ -361,6 +374,8 @@ const LOAD_ONLY: [&str; 32] = [
     "min_age",
     "shard",
     "table_format",
+    "catalog",
+    "table_name",
     "mode",
     "target_file_size",
     "inputs",

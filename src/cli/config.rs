@@ -280,6 +280,68 @@ fn compact(cli: &Cli, common: Common, job: Option<&str>) -> Result<Command> {
     })))
 }
 
+/// An Iceberg table's catalog and name (`--catalog`, `--table-name`), checked; `None`
+/// for another table format, which takes neither.
+fn catalog_table(
+    table_format: TableFormat,
+    catalog: Option<String>,
+    name: Option<String>,
+    common: &Common,
+) -> Result<Option<crate::core::options::CatalogTable>> {
+    if table_format != TableFormat::Iceberg {
+        if catalog.is_some() || name.is_some() {
+            return Err(usage(
+                "--catalog and --table-name name an Iceberg table's catalog; give them with \
+                 --table-format iceberg",
+            ));
+        }
+        return Ok(None);
+    }
+    if !cfg!(feature = "iceberg") {
+        return Err(usage(
+            "--table-format iceberg: this ingest was built without the `iceberg` feature",
+        ));
+    }
+    if let Some(url) = &common.remote {
+        return Err(usage(format!(
+            "--table-format iceberg: an Iceberg table in a bucket ({url}) is not supported \
+             yet; give a directory as --target"
+        )));
+    }
+    let Some(catalog) = catalog else {
+        return Err(usage(
+            "--table-format iceberg needs --catalog: the catalog that commits the table's \
+             snapshots, e.g. --catalog sqlite:///data/catalog.db",
+        ));
+    };
+    if !catalog.starts_with("sqlite:///") {
+        return Err(usage(format!(
+            "--catalog {catalog:?}: expected sqlite:///ABSOLUTE/PATH.db (a SQL catalog in a \
+             SQLite file)"
+        )));
+    }
+    let name = match name {
+        Some(name) => name,
+        None => {
+            let last = common
+                .table
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            format!("default.{last}")
+        }
+    };
+    match name.rsplit_once('.') {
+        Some((namespace, table)) if !namespace.is_empty() && !table.is_empty() => {}
+        _ => {
+            return Err(usage(format!(
+                "--table-name {name:?}: expected NAMESPACE.NAME, e.g. sales.orders"
+            )))
+        }
+    }
+    Ok(Some(crate::core::options::CatalogTable { catalog, name }))
+}
+
 /// Checks and resolves the parsed flags (and the job file they name).
 pub(crate) fn command(cli: Cli) -> Result<Command> {
     if cli.list_fail_points {
@@ -380,14 +442,22 @@ pub(crate) fn command(cli: Cli) -> Result<Command> {
     }
     let table_format = cli.table_format.or(file.table_format).unwrap_or_default();
     let format = match (table_format, cli.format.or(file.format)) {
-        (TableFormat::Delta, Some(format @ (Format::Csv | Format::Jsonl))) => {
+        (
+            TableFormat::Delta | TableFormat::Iceberg,
+            Some(format @ (Format::Csv | Format::Jsonl)),
+        ) => {
             return Err(usage(format!(
-                "--format {}: a Delta table's data files are Parquet; leave --format out or \
+                "--format {}: a {} table's data files are Parquet; leave --format out or \
                  give --format parquet",
-                crate::state::contract::name(&format)
+                crate::state::contract::name(&format),
+                if table_format == TableFormat::Delta {
+                    "Delta"
+                } else {
+                    "Iceberg"
+                }
             )))
         }
-        (TableFormat::Delta, _) => Format::Parquet,
+        (TableFormat::Delta | TableFormat::Iceberg, _) => Format::Parquet,
         (TableFormat::Hive, chosen) => chosen.unwrap_or(Format::Csv),
     };
     if table_format == TableFormat::Delta && !cfg!(feature = "delta") {
@@ -395,6 +465,12 @@ pub(crate) fn command(cli: Cli) -> Result<Command> {
             "--table-format delta: this ingest was built without the `delta` feature",
         ));
     }
+    let catalog = catalog_table(
+        table_format,
+        cli.catalog.clone().or(file.catalog.clone()),
+        cli.table_name.clone().or(file.table_name.clone()),
+        &common,
+    )?;
     if format == Format::Parquet && !cfg!(feature = "parquet") {
         return Err(usage(
             "--format parquet: this ingest was built without the `parquet` feature",
@@ -518,6 +594,7 @@ pub(crate) fn command(cli: Cli) -> Result<Command> {
                 .unwrap_or(DEFAULT_CHECKPOINT_ROWS),
             format,
             table_format,
+            catalog,
             max_errors: cli.max_errors.or(file.max_errors).unwrap_or(0),
             schema: file.schema,
             stages,

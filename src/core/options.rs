@@ -40,6 +40,18 @@ pub(crate) enum TableFormat {
     Hive,
     /// A Delta Lake table: a file is in the table once the log in _delta_log/ names it
     Delta,
+    /// An Apache Iceberg table: a file is in the table once a snapshot committed through
+    /// its catalog (--catalog) names it
+    Iceberg,
+}
+
+/// An Iceberg table's catalog (`sqlite:///ABS/PATH.db`) and the table's name there
+/// (`NAMESPACE.NAME`). Journaled with the run and recorded in the table's contract, so
+/// that recovery, `--status` and `--abort` reach the same table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct CatalogTable {
+    pub(crate) catalog: String,
+    pub(crate) name: String,
 }
 
 /// Write modes.
@@ -114,9 +126,12 @@ pub struct RunOptions {
     pub(crate) partition_by: Vec<String>,
     pub(crate) checkpoint_rows: u64,
     pub(crate) format: Format,
-    /// Hive directories, or a Delta Lake table.
+    /// Hive directories, or a Delta Lake or Iceberg table.
     #[serde(default)]
     pub(crate) table_format: TableFormat,
+    /// An Iceberg table: its catalog and its name there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) catalog: Option<CatalogTable>,
     /// Bad rows allowed into the rejects before the run fails (0: fail at the first).
     #[serde(default)]
     pub(crate) max_errors: u64,

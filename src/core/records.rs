@@ -67,12 +67,21 @@ pub struct RunStarted {
     /// while the contract is still the one this run wrote.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contract_before: Option<String>,
-    /// A Delta table that had no log when the run began: its fields (Delta's JSON
-    /// schema), with which the run's first commit creates the table, protocol and
-    /// metadata in the same commit as the first files, so that a run that never commits
-    /// leaves no `_delta_log/` behind.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delta_create: Option<String>,
+    /// A Delta or Iceberg table that did not exist when the run began: what its first
+    /// commit creates it with (a Delta table's fields, Delta's JSON schema; an Iceberg
+    /// table's first metadata), in the same commit as the first files, so that a run
+    /// that never commits leaves no table behind.
+    #[serde(
+        default,
+        alias = "delta_create",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub table_create: Option<String>,
+    /// The Parquet field id of each column, by name, for a table whose readers match a
+    /// data file's columns to the table's by id (Iceberg): the table's ids when the run
+    /// began.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub field_ids: std::collections::BTreeMap<String, i32>,
     /// `--compact`: the run rewrites table files instead of loading inputs; its one
     /// checkpoint's files replace these (`ops/compact/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -144,6 +144,7 @@ fn sink_for(spec: &Spec, schema: &Schema, first_checkpoint: u64) -> Result<Table
             per_input: run.options.on_bad_input == crate::core::options::OnBadInput::Quarantine,
         },
     )
+    .map(|sink| sink.with_field_ids(&run.field_ids))
 }
 
 /// How a load's `--threads` are spent beside the source's own thread.

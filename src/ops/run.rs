@@ -216,7 +216,8 @@ pub(crate) fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         contract_recorded: false,
         delta_txn_base: None,
         contract_before: None,
-        delta_create: None,
+        table_create: None,
+        field_ids: Default::default(),
         compaction: None,
     };
     if run.options.mode == Mode::OverwritePartitions
@@ -255,18 +256,14 @@ pub(crate) fn load(cfg: &LoadConfig, messages: Messages) -> Result<Summary> {
         made.contract_before = Some((common.table.clone(), run.run_id.clone(), before.clone()));
         run.contract_before = Some(before);
     }
-    // A Delta log holds the table's schema, which every Delta reader checks: compared by
-    // every load before a row is read; a table without a log is created by the run's
-    // first commit (`table/delta/mod.rs`).
-    if let Some((base, create)) = crate::table::format(run.options.table_format)?.begin(
-        &layout,
-        &schema,
-        &run.options.partition_by,
-        cfg.evolve,
-    )? {
-        run.delta_txn_base = Some(base);
-        run.delta_create = create;
-    }
+    // A Delta log or an Iceberg table's metadata holds the table's schema, which every
+    // reader checks: compared by every load before a row is read; a table that does not
+    // exist yet is created by the run's first commit (`table/delta/`, `table/iceberg/`).
+    let begun = crate::table::format(run.options.table_format)?
+        .begin(&layout, &run, &schema, cfg.evolve)?;
+    run.delta_txn_base = begun.txn_base;
+    run.table_create = begun.create;
+    run.field_ids = begun.field_ids;
     let mut journal = Journal::create(&layout, &run)?;
     made.keep();
     failpoint::hit("run.started.after");
@@ -458,7 +455,8 @@ fn prepare(
         contract_recorded: false,
         delta_txn_base: None,
         contract_before: None,
-        delta_create: None,
+        table_create: None,
+        field_ids: Default::default(),
         compaction: None,
     };
     let schema = pipeline::validate(layout, &probe, columns)?;
@@ -589,19 +587,16 @@ fn refuse_other_table_format(table: &std::path::Path, wanted: TableFormat) -> Re
     match has {
         Some(has) if has != wanted => {
             let name = |f: TableFormat| match f {
-                TableFormat::Hive => "hive",
-                TableFormat::Delta => "delta",
+                TableFormat::Hive => ("hive", "Hive-style"),
+                TableFormat::Delta => ("delta", "Delta"),
+                TableFormat::Iceberg => ("iceberg", "Iceberg"),
             };
             Err(crate::core::error::UsageError(format!(
                 "{} is a {} table; load it with --table-format {} (this load asked for {})",
                 table.display(),
-                if has == TableFormat::Delta {
-                    "Delta"
-                } else {
-                    "Hive-style"
-                },
-                name(has),
-                name(wanted)
+                name(has).1,
+                name(has).0,
+                name(wanted).0
             ))
             .into())
         }

@@ -43,6 +43,13 @@ pub(crate) struct JobStatus {
     /// A Delta table: the job's last transaction version in it (app id `ingest:JOB`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) delta_txn_version: Option<i64>,
+    /// An Iceberg table: its current snapshot's id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) iceberg_snapshot_id: Option<i64>,
+    /// An Iceberg table: the job's last committed checkpoint in it, `RUN:N` (its table
+    /// property `ingest.checkpoint.JOB`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) iceberg_checkpoint: Option<String>,
     /// Inputs set aside (`--on-bad-input quarantine`) and not loaded since, with why.
     pub(crate) quarantined: Vec<crate::core::bad_input::Quarantined>,
     /// A compaction run (job `compact`): how many files its merged files replace.
@@ -71,6 +78,8 @@ fn job_status(layout: &JobLayout) -> Result<JobStatus> {
         abort_would: Vec::new(),
         delta_version: None,
         delta_txn_version: None,
+        iceberg_snapshot_id: None,
+        iceberg_checkpoint: None,
         quarantined: manifest
             .quarantined()?
             .into_iter()
@@ -96,6 +105,13 @@ fn job_status(layout: &JobLayout) -> Result<JobStatus> {
     if let Some(delta) = delta.map(|d| d.status(layout)).transpose()?.flatten() {
         status.delta_version = Some(delta.0);
         status.delta_txn_version = delta.1;
+    }
+    #[cfg(feature = "iceberg")]
+    if let Some(target) = crate::state::contract::catalog(&layout.table)? {
+        if let Some((id, checkpoint)) = crate::table::iceberg::status(layout, &target)? {
+            status.iceberg_snapshot_id = Some(id);
+            status.iceberg_checkpoint = checkpoint;
+        }
     }
     let Some(log) = replay.log else {
         return Ok(status);
@@ -195,6 +211,16 @@ fn recovery_plan(log: &RunLog, torn: u64) -> Vec<String> {
         } else {
             "replace the partitions the run wrote to in one Delta commit (unless the job's \
              transaction version shows it made)"
+                .into()
+        });
+    } else if overwrite
+        && log.started.options.table_format == crate::core::options::TableFormat::Iceberg
+    {
+        steps.push(if log.exchanged {
+            "finish the run (the replacing snapshot is in the Iceberg table)".into()
+        } else {
+            "replace the partitions the run wrote to in one Iceberg overwrite snapshot \
+             (unless the table's marker shows it made)"
                 .into()
         });
     } else if overwrite {
@@ -362,6 +388,13 @@ fn write_text(out: &mut String, statuses: &[JobStatus], table: &str) -> std::fmt
                 "  delta: table version {version}; this job's last transaction version {txn} \
                  (app id ingest:{})",
                 s.job
+            )?;
+        }
+        if let Some(id) = s.iceberg_snapshot_id {
+            writeln!(
+                out,
+                "  iceberg: current snapshot {id}; this job's last committed checkpoint {}",
+                s.iceberg_checkpoint.as_deref().unwrap_or("none yet")
             )?;
         }
         if !s.quarantined.is_empty() {

@@ -26,6 +26,9 @@ pub(crate) struct FileColumns {
     /// `"name":` per column, JSON-escaped once.
     pub(super) json_keys: Vec<Vec<u8>>,
     pub(super) json_kinds: Vec<JsonKind>,
+    /// Parquet field ids, per column (none for a table whose readers match by name).
+    #[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+    pub(crate) field_ids: Vec<Option<i32>>,
 }
 
 impl FileColumns {
@@ -55,6 +58,12 @@ impl FileColumns {
     }
 
     /// A layout for columns `cols` with these names and types.
+    /// Gives each column the field id `ids` has for its name (Iceberg's readers match
+    /// a data file's columns to the table's by these ids).
+    pub(crate) fn set_field_ids(&mut self, ids: &std::collections::BTreeMap<String, i32>) {
+        self.field_ids = self.header.iter().map(|n| ids.get(n).copied()).collect();
+    }
+
     pub(crate) fn new(cols: Vec<usize>, names: Vec<String>, types: &[ColumnType]) -> FileColumns {
         let json_keys = names
             .iter()
@@ -80,6 +89,7 @@ impl FileColumns {
             types: types.to_vec(),
             json_keys,
             json_kinds,
+            field_ids: Vec::new(),
         }
     }
 }

@@ -134,6 +134,12 @@ pub(crate) struct TableSink {
 }
 
 impl TableSink {
+    /// Writes each column's Parquet field id: `ids` has them by name.
+    pub(crate) fn with_field_ids(mut self, ids: &std::collections::BTreeMap<String, i32>) -> Self {
+        self.layout_cols.set_field_ids(ids);
+        self
+    }
+
     /// A sink for `schema`, partitioned by `partition_by`, starting at `first_checkpoint`.
     pub(crate) fn new(
         layout: &JobLayout,

@@ -30,6 +30,7 @@ use arrow_array::builder::{
 };
 use arrow_array::{ArrayRef, RecordBatch as ArrowBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema, TimeUnit};
+use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
@@ -675,7 +676,16 @@ impl ParquetPart {
             .header
             .iter()
             .zip(&layout.types)
-            .map(|(name, ty)| Field::new(name, data_type(*ty), true))
+            .enumerate()
+            .map(|(i, (name, ty))| {
+                let field = Field::new(name, data_type(*ty), true);
+                match layout.field_ids.get(i).copied().flatten() {
+                    Some(id) => field.with_metadata(
+                        [(PARQUET_FIELD_ID_META_KEY.to_string(), id.to_string())].into(),
+                    ),
+                    None => field,
+                }
+            })
             .collect();
         let schema = Arc::new(ArrowSchema::new(fields));
         let codec = match compression {

@@ -77,8 +77,41 @@ pub(crate) fn component(column: &str, value: &[u8], out: &mut String) -> Result<
     Ok(())
 }
 
+/// The partition values of the table file at `dest` (`a=1/b=x%2Fy/part-….parquet`), in
+/// the order of `partition_by`: each directory's value unescaped, the default partition
+/// as `None`.
+#[cfg(any(feature = "delta", feature = "iceberg"))]
+pub(crate) fn values_of(dest: &str, partition_by: &[String]) -> Result<Vec<Option<String>>> {
+    let dirs: Vec<&str> = dest.split('/').collect();
+    let dirs = &dirs[..dirs.len().saturating_sub(1)];
+    if dirs.len() != partition_by.len() {
+        bail!(
+            "{dest} is not a file of a table partitioned by [{}]",
+            partition_by.join(", ")
+        );
+    }
+    let mut values = Vec::with_capacity(dirs.len());
+    for (dir, column) in dirs.iter().zip(partition_by) {
+        let Some((name, value)) = dir.split_once('=') else {
+            bail!("{dest}: {dir:?} is not a COL=VALUE directory");
+        };
+        if String::from_utf8_lossy(&unescape(name)) != column.as_str() {
+            bail!("{dest}: {dir:?} is not a directory of partition column {column:?}");
+        }
+        values.push(if value == DEFAULT_PARTITION {
+            None
+        } else {
+            Some(
+                String::from_utf8(unescape(value))
+                    .map_err(|_| anyhow::anyhow!("{dest}: the value of {column:?} is not UTF-8"))?,
+            )
+        });
+    }
+    Ok(values)
+}
+
 /// Reverses `escape` (and maps the default partition back to empty), for readers and tests.
-#[cfg(any(test, feature = "delta"))]
+#[cfg(any(test, feature = "delta", feature = "iceberg"))]
 pub(crate) fn unescape(name: &str) -> Vec<u8> {
     if name == DEFAULT_PARTITION {
         return Vec::new();

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::core::options::CatalogTable;
 use crate::core::options::Compression;
 use crate::core::options::Evolve;
 use crate::core::options::Format;
@@ -47,6 +48,10 @@ pub(crate) struct Contract {
     /// are Hive's).
     #[serde(default, skip_serializing_if = "is_hive")]
     pub(crate) table_format: TableFormat,
+    /// An Iceberg table: the catalog that commits it and its name there. Another
+    /// catalog is another table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) catalog: Option<CatalogTable>,
     pub(crate) compression: Compression,
     /// The field delimiter of CSV output files; `None` for other formats.
     pub(crate) csv_delimiter: Option<char>,
@@ -60,6 +65,7 @@ impl Contract {
             partition_by: options.partition_by.clone(),
             format: options.format,
             table_format: options.table_format,
+            catalog: options.catalog.clone(),
             compression: options.compression,
             csv_delimiter: (options.format == Format::Csv).then_some(','),
         }
@@ -71,10 +77,18 @@ impl Contract {
             match self.table_format {
                 TableFormat::Hive => "",
                 TableFormat::Delta => "a Delta table of ",
+                TableFormat::Iceberg => "an Iceberg table of ",
             },
             name(&self.format),
             name(&self.compression)
         );
+        if let Some(catalog) = &self.catalog {
+            let _ = write!(
+                text,
+                ", {} in the catalog {}",
+                catalog.name, catalog.catalog
+            );
+        }
         if let Some(d) = self.csv_delimiter {
             let _ = write!(text, ", delimiter {d:?}");
         }
@@ -135,6 +149,12 @@ pub(crate) fn restore(table: &Path, run_id: &str, before: &str) -> Result<bool> 
         }
         _ => Ok(false),
     }
+}
+
+/// The catalog table a table's contract records, if it has one (an Iceberg table).
+#[cfg(feature = "iceberg")]
+pub(crate) fn catalog(table: &Path) -> Result<Option<CatalogTable>> {
+    Ok(load_stored(table)?.and_then(|s| s.contract.catalog))
 }
 
 /// The table format a table's contract records, if it has one.
@@ -404,6 +424,7 @@ mod tests {
                 partition_by: vec!["dt".into()],
                 format: Format::Parquet,
                 table_format: TableFormat::Delta,
+                catalog: None,
                 compression: Compression::Zstd,
                 csv_delimiter: None,
             },

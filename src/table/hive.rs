@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 
-use super::{Format, Journaled};
+use super::{Begun, Format, Journaled};
 use crate::core::layout::JobLayout;
 use crate::core::options::Evolve;
 use crate::core::protocol::StagedFile;
@@ -16,14 +16,8 @@ use crate::core::schema::Schema;
 pub(crate) struct Hive;
 
 impl Format for Hive {
-    fn begin(
-        &self,
-        _: &JobLayout,
-        _: &Schema,
-        _: &[String],
-        _: Evolve,
-    ) -> Result<Option<(i64, Option<String>)>> {
-        Ok(None)
+    fn begin(&self, _: &JobLayout, _: &RunStarted, _: &Schema, _: Evolve) -> Result<Begun> {
+        Ok(Begun::default())
     }
 
     fn commit(&self, _: &JobLayout, _: &RunStarted, _: &Checkpoint) -> Result<()> {

@@ -1,6 +1,7 @@
 //! Table formats: what makes a checkpoint's published data files part of the table, and
 //! what undoes it. A [`Format`] per format: [`hive::Hive`] (the files are the table) and
-//! `delta::Delta` (a commit in the Delta log names them); [`format`] picks one for a run.
+//! `delta::Delta` (a commit in the Delta log names them) and `iceberg::Iceberg` (a
+//! snapshot committed through the table's catalog names them); [`format`] picks one.
 //!
 //! Where things live inside a table directory:
 //!
@@ -29,9 +30,7 @@ use crate::core::schema::Schema;
 #[cfg(feature = "delta")]
 pub(crate) mod delta;
 pub(crate) mod hive;
-// Being built (issue 43): nothing calls it until its `Format` is written.
 #[cfg(feature = "iceberg")]
-#[allow(dead_code)]
 pub(crate) mod iceberg;
 
 /// Hands a record to the journal: the operation that owns the journal appends it, durably,
@@ -40,16 +39,15 @@ pub(crate) type Journaled<'a> = &'a mut dyn FnMut(&Record) -> Result<()>;
 
 /// What a table format does at each step of a run, beyond publishing files.
 pub(crate) trait Format: Send + Sync {
-    /// Before a run: checks the load's schema against the table's and returns the run's
-    /// transaction base and, for a table still to be created, what to create it with;
-    /// `None` for a format without a log.
+    /// Before a run: checks the load's schema against the table's and returns what the
+    /// run journals about the table (nothing, for a format without a log).
     fn begin(
         &self,
         layout: &JobLayout,
+        run: &RunStarted,
         schema: &Schema,
-        partition_by: &[String],
         evolve: Evolve,
-    ) -> Result<Option<(i64, Option<String>)>>;
+    ) -> Result<Begun>;
 
     /// commit, after a checkpoint's files are published under their names: whatever else
     /// makes them part of the table. Idempotent, so recovery runs the same code.
@@ -102,6 +100,17 @@ pub(crate) trait Format: Send + Sync {
     ) -> Result<Option<Vec<String>>>;
 }
 
+/// What a run journals about its table before its first row ([`Format::begin`]).
+#[derive(Debug, Default)]
+pub(crate) struct Begun {
+    /// A Delta table: the job's last transaction version (`RunStarted::delta_txn_base`).
+    pub(crate) txn_base: Option<i64>,
+    /// A table still to be created: what its first commit creates it with.
+    pub(crate) create: Option<String>,
+    /// The Parquet field ids of the table's columns, by name.
+    pub(crate) field_ids: std::collections::BTreeMap<String, i32>,
+}
+
 /// A table's current files as its log names them, and a job's transaction base.
 #[derive(Debug)]
 pub(crate) struct LiveFiles {
@@ -119,6 +128,15 @@ pub(crate) fn format(format: TableFormat) -> Result<&'static dyn Format> {
         TableFormat::Delta => {
             anyhow::bail!(
                 "a Delta table needs the `delta` feature, which this ingest was built without"
+            )
+        }
+        #[cfg(feature = "iceberg")]
+        TableFormat::Iceberg => Ok(&iceberg::Iceberg),
+        #[cfg(not(feature = "iceberg"))]
+        TableFormat::Iceberg => {
+            anyhow::bail!(
+                "an Iceberg table needs the `iceberg` feature, which this ingest was built \
+                 without"
             )
         }
     }

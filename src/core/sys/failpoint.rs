@@ -27,6 +27,10 @@ pub(crate) const POINTS: &[&str] = &[
     "delta.commit.before",
     "delta.commit.written",
     "delta.commit.after",
+    "iceberg.commit.before",
+    "iceberg.commit.written",
+    "iceberg.commit.reply-lost",
+    "iceberg.commit.after",
     "checkpoint.committed.after",
     "compact.write.mid",
     "compact.verified.after",
@@ -79,6 +83,17 @@ pub(crate) fn hit(name: &'static str) {
             std::process::abort();
         }
     }
+}
+
+/// A failure instead of a crash: true the N-th time this armed point is reached, and
+/// the caller acts as if the step it just took failed (the step happened; its answer,
+/// a catalog's reply say, was lost on the way back).
+#[cfg(feature = "iceberg")]
+pub(crate) fn fails(name: &'static str) -> bool {
+    debug_assert!(POINTS.contains(&name), "unlisted fail point {name}");
+    armed().is_some_and(|armed| {
+        armed.name == name && armed.seen.fetch_add(1, Ordering::SeqCst) + 1 == armed.at
+    })
 }
 
 /// Rejects an `INGEST_FAIL_POINT` that names no point, so a typo cannot make a crash

@@ -282,6 +282,7 @@ fn started_run(
             checkpoint_rows: u64::MAX,
             format: contract.format,
             table_format: contract.table_format,
+            catalog: contract.catalog.clone(),
             max_errors: 0,
             schema: None,
             stages: Vec::new(),
@@ -299,7 +300,8 @@ fn started_run(
         contract_recorded: false,
         delta_txn_base,
         contract_before: None,
-        delta_create: None,
+        table_create: None,
+        field_ids: Default::default(),
         compaction: Some(Compaction { replaces }),
     }
 }

@@ -6,11 +6,11 @@
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use deltalake::kernel::{Add, DataType, StructField};
 
 use crate::core::records::Checkpoint;
-use crate::sink::partition::{unescape, DEFAULT_PARTITION};
+use crate::sink::partition::values_of;
 
 /// The `add` actions of a checkpoint's data files (its rejects file stays outside the
 /// table). `fields` are the table's, for the partition columns' types.
@@ -38,39 +38,24 @@ pub(crate) fn adds(
     Ok(adds)
 }
 
-/// The partition values of the file at `dest` (`a=1/b=x%2Fy/part-….parquet`): each
-/// directory's value unescaped, the default partition as null.
+/// The partition values of the file at `dest` (`a=1/b=x%2Fy/part-….parquet`), by
+/// column, as the Delta protocol writes them: the default partition as null.
 fn partition_values(
     dest: &str,
     partition_by: &[String],
     fields: &[StructField],
 ) -> Result<HashMap<String, Option<String>>> {
-    let dirs: Vec<&str> = dest.split('/').collect();
-    let dirs = &dirs[..dirs.len().saturating_sub(1)];
-    if dirs.len() != partition_by.len() {
-        bail!(
-            "{dest} is not a file of a table partitioned by [{}]",
-            partition_by.join(", ")
-        );
-    }
     let mut values = HashMap::new();
-    for (dir, column) in dirs.iter().zip(partition_by) {
-        let Some((name, value)) = dir.split_once('=') else {
-            bail!("{dest}: {dir:?} is not a COL=VALUE directory");
-        };
-        if String::from_utf8_lossy(&unescape(name)) != column.as_str() {
-            bail!("{dest}: {dir:?} is not a directory of partition column {column:?}");
-        }
-        let value = if value == DEFAULT_PARTITION {
-            None
-        } else {
-            let text = String::from_utf8(unescape(value))
-                .map_err(|_| anyhow::anyhow!("{dest}: the value of {column:?} is not UTF-8"))?;
-            let ty = fields
-                .iter()
-                .find(|f| f.name() == column)
-                .map(|f| f.data_type());
-            Some(delta_text(&text, ty)?)
+    for (column, value) in partition_by.iter().zip(values_of(dest, partition_by)?) {
+        let value = match value {
+            None => None,
+            Some(text) => {
+                let ty = fields
+                    .iter()
+                    .find(|f| f.name() == column)
+                    .map(|f| f.data_type());
+                Some(delta_text(&text, ty)?)
+            }
         };
         values.insert(column.clone(), value);
     }

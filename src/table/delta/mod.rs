@@ -165,7 +165,7 @@ pub(crate) fn commit(layout: &JobLayout, run: &RunStarted, checkpoint: &Checkpoi
     Ok(())
 }
 
-/// The table's log to commit on; for a run that creates the table (`delta_create`) and
+/// The table's log to commit on; for a run that creates the table (`table_create`) and
 /// finds no log, first the creating commit itself, with the adds `adds` makes from the
 /// journaled fields (then `None`: nothing is left to commit). Of two runs creating the
 /// table at once, the one that loses checks the winner's schema against its own, then
@@ -180,7 +180,7 @@ fn created_by(
     if let Some(table) = log::try_open(layout)? {
         return Ok(Some(table));
     }
-    let Some(create) = &run.delta_create else {
+    let Some(create) = &run.table_create else {
         bail!("{} has no Delta log", layout.table_name());
     };
     let wanted: Vec<deltalake::kernel::StructField> = serde_json::from_str(create)?;
@@ -425,11 +425,16 @@ impl Format for Delta {
     fn begin(
         &self,
         layout: &JobLayout,
+        run: &RunStarted,
         schema: &Schema,
-        partition_by: &[String],
         evolve: Evolve,
-    ) -> Result<Option<(i64, Option<String>)>> {
-        begin(layout, schema, partition_by, evolve).map(Some)
+    ) -> Result<super::Begun> {
+        let (base, create) = begin(layout, schema, &run.options.partition_by, evolve)?;
+        Ok(super::Begun {
+            txn_base: Some(base),
+            create,
+            field_ids: Default::default(),
+        })
     }
 
     fn commit(&self, layout: &JobLayout, run: &RunStarted, checkpoint: &Checkpoint) -> Result<()> {

@@ -5,8 +5,10 @@
 //! every writer of the table goes through, so of two commits made on the same metadata
 //! one lands and the other sees zero rows changed and starts again from the new one.
 //!
-//! SQLite with its rollback journal and `synchronous=FULL`: a transaction that returned
-//! is on disk, so a swap the catalog acknowledged survives a power cut.
+//! SQLite with its rollback journal and `synchronous=EXTRA`: a transaction that returned
+//! is on disk, the unlinking of its journal included (with `FULL`, a power cut right
+//! after the commit could bring the journal back, and the next opener would roll the
+//! commit back), so a swap the catalog acknowledged survives a power cut.
 
 use std::path::Path;
 use std::time::Duration;
@@ -41,6 +43,8 @@ impl TableName {
 /// A SQL catalog in a SQLite file.
 pub(crate) struct SqlCatalog {
     conn: Connection,
+    /// The database file.
+    path: std::path::PathBuf,
     /// The catalog's name: rows of other catalogs in the same database are not ours.
     catalog: String,
 }
@@ -57,7 +61,7 @@ impl SqlCatalog {
         let conn = Connection::open(path)
             .with_context(|| format!("cannot open the SQLite catalog {path}"))?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
-        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "synchronous", "EXTRA")?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS iceberg_tables (
                 catalog_name VARCHAR(255) NOT NULL,
@@ -77,6 +81,7 @@ impl SqlCatalog {
         .with_context(|| format!("cannot create the catalog's tables in {path}"))?;
         Ok(SqlCatalog {
             conn,
+            path: path.into(),
             catalog: catalog.to_string(),
         })
     }
@@ -115,6 +120,13 @@ impl SqlCatalog {
         )?;
         tx.commit()?;
         Ok(added == 1)
+    }
+
+    /// Makes every transaction committed so far durable, another process's too: the
+    /// database file and its directory fsynced (a commit found after a crash may be one
+    /// whose journal's unlinking the crash kept from reaching the disk).
+    pub(crate) fn settle(&self) -> Result<()> {
+        crate::core::sys::fsutil::settle(&self.path)
     }
 
     /// Makes `new` the table's metadata file if `expected` still is: true when it was

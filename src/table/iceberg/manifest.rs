@@ -141,7 +141,7 @@ fn manifest_list_schema() -> Result<AvroSchema> {
 }
 
 /// A partition value's text as the Avro value of its type.
-fn partition_value(ty: ColumnType, text: Option<&str>) -> Result<Value> {
+pub(crate) fn partition_value(ty: ColumnType, text: Option<&str>) -> Result<Value> {
     let Some(text) = text else {
         return Ok(Value::Union(0, Box::new(Value::Null)));
     };

@@ -144,6 +144,29 @@ pub(crate) fn iceberg_type(ty: ColumnType) -> String {
     }
 }
 
+/// The column type of an Iceberg type `ingest` writes (the inverse of
+/// [`iceberg_type`]); `None` for one it does not (`int`, `float`, `timestamp` without a
+/// zone, nested types), whose data ingest's Parquet would not match.
+pub(crate) fn column_type(ty: &Value) -> Option<ColumnType> {
+    let text = ty.as_str()?;
+    Some(match text {
+        "string" => ColumnType::String,
+        "long" => ColumnType::Int,
+        "double" => ColumnType::Float,
+        "boolean" => ColumnType::Bool,
+        "date" => ColumnType::Date,
+        "timestamptz" => ColumnType::Timestamp,
+        _ => {
+            let inner = text.strip_prefix("decimal(")?.strip_suffix(')')?;
+            let (precision, scale) = inner.split_once(',')?;
+            ColumnType::Decimal {
+                precision: precision.trim().parse().ok()?,
+                scale: scale.trim().parse().ok()?,
+            }
+        }
+    })
+}
+
 impl TableMetadata {
     /// A new table at `location`: the load's columns (ids 1 and up, in order, every one
     /// optional: an empty field is a null), identity-partitioned by `partition_by`, with
@@ -389,6 +412,28 @@ mod tests {
         // An expired snapshot ends the walk where it was.
         m.snapshots.retain(|s| s.snapshot_id != 22);
         assert_eq!(m.ancestry().count(), 1);
+    }
+
+    #[test]
+    fn the_types_ingest_writes_read_back_and_others_do_not() {
+        for ty in [
+            ColumnType::String,
+            ColumnType::Int,
+            ColumnType::Float,
+            ColumnType::Bool,
+            ColumnType::Date,
+            ColumnType::Timestamp,
+            ColumnType::Decimal {
+                precision: 12,
+                scale: 2,
+            },
+        ] {
+            assert_eq!(column_type(&Value::String(iceberg_type(ty))), Some(ty));
+        }
+        for other in ["int", "timestamp", "float", "decimal(12)", "uuid"] {
+            assert_eq!(column_type(&Value::from(other)), None, "{other}");
+        }
+        assert_eq!(column_type(&serde_json::json!({ "type": "list" })), None);
     }
 
     #[test]

@@ -1,0 +1,851 @@
+//! Apache Iceberg tables (`--table-format iceberg`): one snapshot per checkpoint,
+//! committed through a SQL catalog in a SQLite file, exactly once across every crash
+//! point, a lost reply and random kills; read back by a reader written here (not the
+//! code under test): the catalog's row, the current metadata file, its snapshot's
+//! manifest list and manifests, the live entries' Parquet files with the partition
+//! values the manifests give them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Stdio;
+
+use apache_avro::types::Value;
+
+use crate::crash::{big_orders, operators_loop, whole_load_ms, Rng};
+use crate::util::*;
+
+fn load(catalog: &str) -> Vec<String> {
+    [
+        "-t",
+        "t",
+        "--table-format",
+        "iceberg",
+        "--catalog",
+        catalog,
+        "-p",
+        "country",
+        "--dedupe-key",
+        "order_id",
+        "--cast",
+        "order_id=int",
+        "--cast",
+        "amount=decimal(12,2)",
+        "--checkpoint-rows",
+        "100",
+        "orders",
+    ]
+    .map(str::to_string)
+    .to_vec()
+}
+
+fn catalog_uri(w: &Workdir) -> String {
+    format!("sqlite://{}", w.path("catalog.db").display())
+}
+
+/// The table as its catalog says it is.
+#[derive(Debug, Default)]
+pub struct IcebergTable {
+    /// Live data files of the current snapshot: path → (partition values, records).
+    pub files: BTreeMap<String, (Row, u64)>,
+    /// The summaries of the current snapshot's ancestry, oldest first.
+    pub summaries: Vec<BTreeMap<String, String>>,
+    pub properties: BTreeMap<String, String>,
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::Union(_, inner) => text(inner),
+        Value::String(s) => s.clone(),
+        Value::Long(n) => n.to_string(),
+        Value::Int(n) => n.to_string(),
+        Value::Date(days) => {
+            (jiff::civil::date(1970, 1, 1) + jiff::Span::new().days(*days)).to_string()
+        }
+        other => panic!("unexpected partition value {other:?}"),
+    }
+}
+
+fn field<'a>(record: &'a Value, name: &str) -> &'a Value {
+    let Value::Record(fields) = record else {
+        panic!("not a record: {record:?}")
+    };
+    let value = &fields.iter().find(|(n, _)| n == name).unwrap().1;
+    match value {
+        Value::Union(_, inner) => inner,
+        v => v,
+    }
+}
+
+fn avro_records(path: &str) -> Vec<Value> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    apache_avro::Reader::new(&bytes[..])
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+/// Reads table `namespace.name` of the `ingest` catalog in the SQLite file `db`; `None`
+/// when the catalog has no such table.
+pub fn iceberg_table(db: &Path, name: &str) -> Option<IcebergTable> {
+    let (namespace, table) = name.rsplit_once('.').unwrap();
+    if !db.exists() {
+        return None;
+    }
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let location: String = conn
+        .query_row(
+            "SELECT metadata_location FROM iceberg_tables
+             WHERE catalog_name = 'ingest' AND table_namespace = ?1 AND table_name = ?2",
+            [namespace, table],
+            |row| row.get(0),
+        )
+        .ok()?;
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&location).unwrap()).unwrap();
+    let mut out = IcebergTable {
+        properties: serde_json::from_value(metadata["properties"].clone()).unwrap_or_default(),
+        ..IcebergTable::default()
+    };
+    let snapshots = metadata["snapshots"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let find = |id: &serde_json::Value| snapshots.iter().find(|s| &s["snapshot-id"] == id);
+    let Some(mut snapshot) = find(&metadata["current-snapshot-id"]) else {
+        return Some(out);
+    };
+    let current = snapshot.clone();
+    loop {
+        out.summaries
+            .push(serde_json::from_value(snapshot["summary"].clone()).unwrap());
+        match find(&snapshot["parent-snapshot-id"]) {
+            Some(parent) => snapshot = parent,
+            None => break,
+        }
+    }
+    out.summaries.reverse();
+    let spec: Vec<String> = metadata["partition-specs"][0]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap().to_string())
+        .collect();
+    for manifest in avro_records(current["manifest-list"].as_str().unwrap()) {
+        let Value::String(path) = field(&manifest, "manifest_path") else {
+            panic!("no manifest_path")
+        };
+        for entry in avro_records(path) {
+            if field(&entry, "status") == &Value::Int(2) {
+                continue;
+            }
+            let file = field(&entry, "data_file");
+            let Value::String(file_path) = field(file, "file_path") else {
+                panic!("no file_path")
+            };
+            let partition = spec
+                .iter()
+                .map(|name| (name.clone(), text(field(field(file, "partition"), name))))
+                .collect();
+            let Value::Long(records) = field(file, "record_count") else {
+                panic!("no record_count")
+            };
+            let dup = out
+                .files
+                .insert(file_path.clone(), (partition, *records as u64));
+            assert!(dup.is_none(), "{file_path} is live twice in the snapshot");
+        }
+    }
+    Some(out)
+}
+
+/// Every row of the table's current snapshot.
+pub fn iceberg_rows(db: &Path, name: &str) -> Vec<Row> {
+    let Some(table) = iceberg_table(db, name) else {
+        return Vec::new();
+    };
+    let mut rows = Vec::new();
+    for (path, (partition, records)) in table.files {
+        let file_rows = parquet_file_rows(Path::new(&path), &partition);
+        assert_eq!(file_rows.len() as u64, records, "{path}: record_count");
+        rows.extend(file_rows);
+    }
+    rows
+}
+
+/// No two snapshots carry the same (job, run, checkpoint).
+#[track_caller]
+pub fn assert_markers_once(table: &IcebergTable, what: &str) {
+    let abort = "abort".to_string();
+    let mut seen = BTreeSet::new();
+    for summary in &table.summaries {
+        let marker = (
+            summary.get("ingest.job").cloned(),
+            summary.get("ingest.run").cloned(),
+            summary
+                .get("ingest.checkpoint")
+                .or(summary.get("ingest.abort").map(|_| &abort))
+                .cloned(),
+        );
+        assert!(marker.0.is_some(), "{what}: a snapshot without a marker");
+        assert!(seen.insert(marker.clone()), "{what}: {marker:?} twice");
+    }
+}
+
+/// Input rows as a load with `load`'s casts and dedupe commits them.
+fn expected(w: &Workdir) -> Vec<Row> {
+    dedupe(input_rows(&[w.path("orders")]), "order_id")
+        .into_iter()
+        .map(|mut row| {
+            if let Some(amount) = row.get_mut("amount") {
+                let mut value: rust_decimal::Decimal = amount.parse().unwrap();
+                value.rescale(2);
+                *amount = value.to_string();
+            }
+            row
+        })
+        .collect()
+}
+
+/// The table `t` of `w`, in the catalog `db`, holds every input row once.
+#[track_caller]
+fn assert_settled(w: &Workdir, db: &Path, what: &str) {
+    let rows = iceberg_rows(db, "default.t");
+    let want = as_typed_by_contract(&w.path("t"), expected(w));
+    assert_same_rows(rows, want, what);
+    let table = iceberg_table(db, "default.t").unwrap();
+    assert_markers_once(&table, what);
+}
+
+/// A catalog outside the work directories, for tests whose load arguments cannot name
+/// each case's own: `fresh` empties it for the next case.
+struct SharedCatalog(tempfile::TempDir);
+
+impl SharedCatalog {
+    fn new() -> SharedCatalog {
+        SharedCatalog(tempfile::tempdir().unwrap())
+    }
+
+    fn db(&self) -> std::path::PathBuf {
+        self.0.path().join("catalog.db")
+    }
+
+    fn uri(&self) -> String {
+        format!("sqlite://{}", self.db().display())
+    }
+
+    fn fresh(&self) {
+        for suffix in ["", "-journal"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.db().display()));
+        }
+    }
+}
+
+fn args(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn each_checkpoint_is_one_snapshot_with_the_jobs_marker_and_property() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let load = load(&catalog_uri(&w));
+    let out = w.run(&args(&load));
+    assert_code(&out, 0);
+    let db = w.path("catalog.db");
+    assert_settled(&w, &db, "one load");
+    let table = iceberg_table(&w.path("catalog.db"), "default.t").unwrap();
+    let checkpoints: Vec<&str> = table
+        .summaries
+        .iter()
+        .map(|s| s["ingest.checkpoint"].as_str())
+        .collect();
+    let n = checkpoints.len();
+    assert!(n >= 5, "{checkpoints:?}");
+    let want: Vec<String> = (1..=n).map(|i| i.to_string()).collect();
+    assert_eq!(checkpoints, want);
+    assert!(table.summaries.iter().all(|s| s["operation"] == "append"));
+    let run = &table.summaries[0]["ingest.run"];
+    assert_eq!(
+        table.properties.get("ingest.checkpoint.default"),
+        Some(&format!("{run}:{n}"))
+    );
+    let out = w.run(&["-t", "t", "--status", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        status[0]["iceberg_checkpoint"],
+        format!("{run}:{n}"),
+        "{status}"
+    );
+    assert!(
+        status[0]["iceberg_snapshot_id"].as_i64().unwrap() > 0,
+        "{status}"
+    );
+    let out = w.run(&["-t", "t", "--status"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("iceberg: current snapshot"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Partition columns come from the manifests, not the data files.
+    let (path, (partition, _)) = table.files.iter().next().unwrap();
+    assert!(
+        path.contains(&format!("/country={}/", partition["country"])),
+        "{path}"
+    );
+    // The data files carry the table's field ids, which Iceberg readers match by.
+    let file = std::fs::File::open(path).unwrap();
+    let reader = parquet::file::reader::SerializedFileReader::new(file).unwrap();
+    use parquet::file::reader::FileReader;
+    let schema = reader
+        .metadata()
+        .file_metadata()
+        .schema_descr()
+        .root_schema()
+        .clone();
+    let ids: Vec<(String, i32)> = schema
+        .get_fields()
+        .iter()
+        .map(|f| (f.name().to_string(), f.get_basic_info().id()))
+        .collect();
+    assert_eq!(ids[0], ("order_id".to_string(), 1), "{ids:?}");
+    assert!(ids.iter().all(|(name, _)| name != "country"), "{ids:?}");
+
+    // A second load of new rows appends on top, the first's snapshots still there.
+    let more = input_rows(&[w.path("orders/2026-11-27.csv")])
+        .into_iter()
+        .map(|mut r| {
+            let id: i64 = r["order_id"].parse().unwrap();
+            r.insert("order_id".into(), (id + 1_000_000).to_string());
+            r
+        })
+        .collect::<Vec<_>>();
+    write_orders(&w, "orders/more.csv", &more);
+    assert_code(&w.run(&args(&load)), 0);
+    let again = iceberg_table(&w.path("catalog.db"), "default.t").unwrap();
+    assert!(again.summaries.len() > n);
+    assert_markers_once(&again, "two loads");
+    assert_settled(&w, &db, "two loads");
+}
+
+#[test]
+fn every_fail_point_then_recover_commits_each_checkpoint_once() {
+    let points: Vec<String> = all_fail_points()
+        .into_iter()
+        .chain(
+            listed_fail_points()
+                .into_iter()
+                .filter(|p| p.starts_with("iceberg.") && p != "iceberg.commit.reply-lost"),
+        )
+        .filter(|p| !p.starts_with("overwrite."))
+        .collect();
+    assert!(points.iter().any(|p| p == "iceberg.commit.written"));
+    let catalog = SharedCatalog::new();
+    let load = load(&catalog.uri());
+    let crashes = crash_matrix(
+        &points,
+        &[1, 3],
+        true,
+        &args(&load),
+        || {
+            catalog.fresh();
+            let w = Workdir::new();
+            w.fixture("orders");
+            (w, ())
+        },
+        // Whatever the catalog names is whole, at every instant.
+        |_| drop(iceberg_rows(&catalog.db(), "default.t")),
+        |run| assert_settled(&run.w, &catalog.db(), &run.spec),
+    );
+    assert!(crashes >= points.len(), "{crashes} crashes");
+}
+
+#[test]
+fn a_commit_whose_reply_is_lost_is_found_in_the_table_and_never_made_twice() {
+    for hit in ["1", "2", "4"] {
+        let w = Workdir::new();
+        w.fixture("orders");
+        let load = load(&catalog_uri(&w));
+        // The swap happens, and the load is told it failed: it must look before it
+        // commits again, and find its snapshot there.
+        let out = w.run_failing(&format!("iceberg.commit.reply-lost:{hit}"), &args(&load));
+        assert_code(&out, 0);
+        let db = w.path("catalog.db");
+        assert_settled(&w, &db, &format!("reply lost at commit {hit}"));
+        let table = iceberg_table(&db, "default.t").unwrap();
+        let metadata_files = std::fs::read_dir(w.path("t/metadata"))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".metadata.json")
+            })
+            .count();
+        assert_eq!(
+            metadata_files,
+            table.summaries.len(),
+            "reply lost at commit {hit}: a commit was made again"
+        );
+    }
+}
+
+#[test]
+fn random_sigkill_of_iceberg_loads_and_recoveries_loses_and_duplicates_nothing() {
+    let seed = clock_seed();
+    let mut rng = Rng(seed);
+    let catalog = SharedCatalog::new();
+    let uri = catalog.uri();
+    let load = [
+        "-t",
+        "t",
+        "--table-format",
+        "iceberg",
+        "--catalog",
+        &uri,
+        "-p",
+        "dt",
+        "--checkpoint-rows",
+        "2000",
+        "orders",
+    ];
+    let full = whole_load_ms(&load, || {
+        catalog.fresh();
+        let w = Workdir::new();
+        big_orders(&w, 20_000, &mut Rng(seed));
+        w
+    });
+    let mut kills = 0;
+    for round in 0..4 {
+        catalog.fresh();
+        let w = Workdir::new();
+        big_orders(&w, 20_000, &mut Rng(seed));
+        kills += operators_loop(&w, &load, &mut rng, full, seed);
+        assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+        let what = format!("seed {seed}, round {round}");
+        let rows = iceberg_rows(&catalog.db(), "default.t");
+        let want = as_typed_by_contract(&w.path("t"), input_rows(&[w.path("orders")]));
+        assert_same_rows(rows, want, &what);
+        assert_markers_once(&iceberg_table(&catalog.db(), "default.t").unwrap(), &what);
+    }
+    eprintln!("random SIGKILL (iceberg): seed {seed}, {kills} kills landed over 4 loads");
+    assert!(kills >= 2, "seed {seed}: only {kills} kills landed mid-run");
+}
+
+/// Four shard jobs loading one table at once, each killed at a random moment within
+/// `window` ms (or not), then all four again at once, each recovering its own run and
+/// loading what is left: the table holds every row once. Returns the kills that landed
+/// and how long the first four took.
+fn four_shards_round(seed: u64, rng: &mut Rng, window: u64) -> (u32, u64) {
+    let w = Workdir::new();
+    big_orders(&w, 12_000, &mut Rng(7));
+    // Many small inputs, so that every shard gets some.
+    let all = input_rows(&[w.path("orders")]);
+    std::fs::remove_dir_all(w.path("orders")).unwrap();
+    for (i, chunk) in all.chunks(250).enumerate() {
+        write_orders(&w, &format!("orders/part-{i:03}.csv"), chunk);
+    }
+    let uri = catalog_uri(&w);
+    let shards = 4;
+    let load = |i: usize| -> Vec<String> {
+        [
+            "-t",
+            "t",
+            "--table-format",
+            "iceberg",
+            "--catalog",
+            &uri,
+            "-p",
+            "dt",
+            "--checkpoint-rows",
+            "300",
+            "--job",
+            &format!("shard{i}"),
+            "--shard",
+            &format!("{i}/{shards}"),
+            "orders",
+        ]
+        .map(str::to_string)
+        .to_vec()
+    };
+    let started = std::time::Instant::now();
+    let children: Vec<_> = (0..shards)
+        .map(|i| {
+            w.cmd()
+                .args(load(i))
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut kills = 0;
+    for mut child in children {
+        let at = std::time::Duration::from_millis(rng.below(window.max(1)));
+        std::thread::sleep(at.saturating_sub(started.elapsed()));
+        if window > 0 && child.try_wait().unwrap().is_none() {
+            child.kill().unwrap();
+            kills += 1;
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success() || crashed(&out),
+            "seed {seed}: {}",
+            stderr(&out)
+        );
+    }
+    let took = started.elapsed().as_millis() as u64;
+    let children: Vec<_> = (0..shards)
+        .map(|i| {
+            let load = load(i).join(" ");
+            std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "{bin} -t t --job shard{i} --recover && {bin} {load}",
+                    bin = bin().display()
+                ))
+                .current_dir(w.path(""))
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert_code(&out, 0);
+    }
+    let what = format!("seed {seed}: four shards, {kills} killed");
+    let db = w.path("catalog.db");
+    let all = as_typed_by_contract(&w.path("t"), all);
+    assert_same_rows(iceberg_rows(&db, "default.t"), all, &what);
+    let table = iceberg_table(&db, "default.t").unwrap();
+    assert_markers_once(&table, &what);
+    let jobs: BTreeSet<_> = table
+        .summaries
+        .iter()
+        .map(|s| s["ingest.job"].clone())
+        .collect();
+    assert_eq!(jobs.len(), shards, "{what}: {jobs:?}");
+    for i in 0..shards {
+        assert!(table
+            .properties
+            .contains_key(&format!("ingest.checkpoint.shard{i}")));
+    }
+    (kills, took)
+}
+
+#[test]
+fn four_shards_killed_at_random_leave_an_exact_table() {
+    let seed = clock_seed();
+    let mut rng = Rng(seed);
+    // A first round unkilled measures how long the four take on this machine.
+    let (_, full) = four_shards_round(seed, &mut rng, 0);
+    let kills: u32 = (0..3)
+        .map(|_| four_shards_round(seed, &mut rng, full).0)
+        .sum();
+    eprintln!("four iceberg shards: seed {seed}, {kills} kills landed over 3 rounds");
+    assert!(
+        kills >= 2,
+        "seed {seed}: only {kills} kills landed mid-load"
+    );
+}
+
+#[test]
+fn usage_mistakes_of_an_iceberg_load_exit_2_before_anything_is_written() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let uri = catalog_uri(&w);
+    let cases: &[(&[&str], &str)] = &[
+        (&["--table-format", "iceberg"], "needs --catalog"),
+        (
+            &["--table-format", "iceberg", "--catalog", "sqlite://rel.db"],
+            "sqlite:///ABSOLUTE",
+        ),
+        (
+            &[
+                "--table-format",
+                "iceberg",
+                "--catalog",
+                "thrift://hms:9083",
+            ],
+            "sqlite:///ABSOLUTE",
+        ),
+        (
+            &[
+                "--table-format",
+                "iceberg",
+                "--catalog",
+                &uri,
+                "--format",
+                "csv",
+            ],
+            "Iceberg table's data files are Parquet",
+        ),
+        (
+            &[
+                "--table-format",
+                "iceberg",
+                "--catalog",
+                &uri,
+                "--table-name",
+                "nodot",
+            ],
+            "NAMESPACE.NAME",
+        ),
+        (&["--catalog", &uri], "with --table-format iceberg"),
+    ];
+    for (flags, says) in cases {
+        let mut a = vec!["-t", "t"];
+        a.extend_from_slice(flags);
+        a.push("orders");
+        let out = w.run(&a);
+        assert_code(&out, 2);
+        assert!(stderr(&out).contains(says), "{flags:?}: {}", stderr(&out));
+        assert!(!w.path("t").exists(), "{flags:?} left a table");
+        assert!(!w.path("catalog.db").exists(), "{flags:?} made a catalog");
+    }
+}
+
+#[test]
+fn a_name_the_catalog_gives_a_table_elsewhere_is_refused_before_a_row_is_read() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let uri = catalog_uri(&w);
+    let first = [
+        "-t",
+        "a/t",
+        "--table-format",
+        "iceberg",
+        "--catalog",
+        &uri,
+        "orders",
+    ];
+    assert_code(&w.run(&first), 0);
+    // Another directory, the same name (default.t) in the same catalog.
+    let second = [
+        "-t",
+        "b/t",
+        "--table-format",
+        "iceberg",
+        "--catalog",
+        &uri,
+        "orders",
+    ];
+    let out = w.run(&second);
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("is the Iceberg table at"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!w.path("b/t/metadata").exists());
+    // Under its own name it is a table of its own.
+    let mut third = second.to_vec();
+    third.extend(["--table-name", "other.t"]);
+    third.retain(|a| *a != "orders");
+    third.push("orders");
+    assert_code(&w.run(&third), 0);
+    let a = iceberg_rows(&w.path("catalog.db"), "default.t");
+    let b = iceberg_rows(&w.path("catalog.db"), "other.t");
+    assert_eq!(a.len(), b.len());
+    assert!(!a.is_empty());
+}
+
+fn table_in(w: &Workdir) -> IcebergTable {
+    iceberg_table(&w.path("catalog.db"), "default.t").unwrap()
+}
+
+#[test]
+fn abort_takes_the_runs_files_out_in_one_delete_snapshot_at_any_fail_point() {
+    let points: Vec<String> = abort_fail_points()
+        .into_iter()
+        .chain(
+            [
+                "iceberg.commit.before",
+                "iceberg.commit.written",
+                "iceberg.commit.after",
+            ]
+            .map(String::from),
+        )
+        .chain([String::new()])
+        .collect();
+    for point in &points {
+        let w = Workdir::new();
+        w.fixture("orders");
+        let load = load(&catalog_uri(&w));
+        assert!(crashed(
+            &w.run_failing("checkpoint.committed.after:3", &args(&load))
+        ));
+        let before = table_in(&w);
+        assert_eq!(before.summaries.len(), 3);
+        let db = w.path("catalog.db");
+        let committed = iceberg_rows(&db, "default.t").len();
+        assert!(committed > 0);
+        if point.is_empty() {
+            assert_code(&w.run(&["-t", "t", "--abort"]), 0);
+        } else {
+            let out = w.run_failing(&format!("{point}:1"), &["-t", "t", "--abort"]);
+            if crashed(&out) {
+                assert_code(&w.run(&["-t", "t", "--abort"]), 0);
+            } else {
+                // Between the removals of a Hive table's files: an Iceberg table's
+                // files leave it in one snapshot instead.
+                assert_eq!(point, "abort.remove.mid", "{point} was never reached");
+                assert_code(&out, 0);
+            }
+        }
+        let after = table_in(&w);
+        assert!(iceberg_rows(&db, "default.t").is_empty(), "{point}");
+        assert!(after.files.is_empty(), "{point}");
+        let deletes: Vec<_> = after
+            .summaries
+            .iter()
+            .filter(|s| s.contains_key("ingest.abort"))
+            .collect();
+        assert_eq!(deletes.len(), 1, "{point}: one delete snapshot");
+        assert_eq!(deletes[0]["operation"], "delete");
+        assert_eq!(
+            deletes[0]["deleted-records"],
+            committed.to_string(),
+            "{point}"
+        );
+        assert_eq!(after.summaries.len(), 4, "{point}");
+        assert_markers_once(&after, point);
+        // The inputs count as not loaded: the next load takes them, once.
+        assert_code(&w.run(&args(&load)), 0);
+        assert_settled(&w, &db, &format!("{point}: after abort and load"));
+    }
+}
+
+#[test]
+fn overwrite_replaces_the_partitions_it_touches_in_one_snapshot_across_crashes() {
+    let points = [
+        "checkpoint.committed.after:2",
+        "iceberg.commit.before:1",
+        "iceberg.commit.written:1",
+        "iceberg.commit.after:1",
+        "run.finished.before:1",
+        "",
+    ];
+    for point in points {
+        let w = Workdir::new();
+        w.fixture("orders");
+        let uri = catalog_uri(&w);
+        let base = [
+            "-t",
+            "t",
+            "--table-format",
+            "iceberg",
+            "--catalog",
+            &uri,
+            "-p",
+            "dt",
+            "--checkpoint-rows",
+            "100",
+            "orders",
+        ];
+        assert_code(&w.run(&base), 0);
+        let before = table_in(&w).summaries.len();
+        let (_, new_rows) = corrected_day(&w);
+        let touched: BTreeSet<String> = new_rows.iter().map(|r| r["dt"].clone()).collect();
+        let mut want: Vec<Row> = input_rows(&[w.path("orders")])
+            .into_iter()
+            .filter(|r| !touched.contains(&r["dt"]))
+            .collect();
+        want.extend(new_rows);
+        let overwrite = [
+            "-t",
+            "t",
+            "--table-format",
+            "iceberg",
+            "--catalog",
+            &uri,
+            "-p",
+            "dt",
+            "--checkpoint-rows",
+            "5",
+            "--mode",
+            "overwrite-partitions",
+            "fix",
+        ];
+        if point.is_empty() {
+            assert_code(&w.run(&overwrite), 0);
+        } else {
+            assert!(crashed(&w.run_failing(point, &overwrite)), "{point}");
+            let now = table_in(&w).summaries.len();
+            assert!(now <= before + 1, "{point}: more than one snapshot");
+            if now == before + 1 {
+                // The snapshot is in: an abort would lose the replaced files for good.
+                assert_code(&w.run(&["-t", "t", "--abort"]), 1);
+            }
+            assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+        }
+        let want = as_typed_by_contract(&w.path("t"), want);
+        let db = w.path("catalog.db");
+        assert_same_rows(iceberg_rows(&db, "default.t"), want, point);
+        let after = table_in(&w);
+        assert_eq!(after.summaries.len(), before + 1, "{point}: one snapshot");
+        let last = after.summaries.last().unwrap();
+        assert_eq!(last["operation"], "overwrite", "{point}");
+        assert_markers_once(&after, point);
+    }
+}
+
+#[test]
+fn an_abort_whose_committed_files_another_writer_replaced_refuses_to_say_aborted() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let uri = catalog_uri(&w);
+    let base = [
+        "-t",
+        "t",
+        "--table-format",
+        "iceberg",
+        "--catalog",
+        &uri,
+        "-p",
+        "dt",
+        "--checkpoint-rows",
+        "100",
+        "orders",
+    ];
+    assert!(crashed(
+        &w.run_failing("checkpoint.committed.after:3", &base)
+    ));
+    // Another job replaces the partition of the crashed run's first rows.
+    let (_, _) = corrected_day(&w);
+    let overwrite = [
+        "-t",
+        "t",
+        "--table-format",
+        "iceberg",
+        "--catalog",
+        &uri,
+        "-p",
+        "dt",
+        "--mode",
+        "overwrite-partitions",
+        "--job",
+        "fix",
+        "fix",
+    ];
+    assert_code(&w.run(&overwrite), 0);
+    let before = table_in(&w).summaries.len();
+    let out = w.run(&["-t", "t", "--abort"]);
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("no longer in the Iceberg table's current snapshot"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        table_in(&w).summaries.len(),
+        before,
+        "the refused abort committed"
+    );
+    // Recovery finishes the run instead.
+    assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+    assert_markers_once(&table_in(&w), "recovered");
+}
