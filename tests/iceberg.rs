@@ -849,3 +849,24 @@ fn an_abort_whose_committed_files_another_writer_replaced_refuses_to_say_aborted
     assert_code(&w.run(&["-t", "t", "--recover"]), 0);
     assert_markers_once(&table_in(&w), "recovered");
 }
+
+#[test]
+fn compact_and_vacuum_of_an_iceberg_table_are_refused_and_change_nothing() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let load = load(&catalog_uri(&w));
+    assert_code(&w.run(&args(&load)), 0);
+    let before = table_in(&w);
+    for (flag, says) in [
+        ("--compact", "does not rewrite Iceberg tables"),
+        ("--vacuum", "does not clean Iceberg tables"),
+    ] {
+        let out = w.run(&["-t", "t", flag]);
+        assert_code(&out, 1);
+        assert!(stderr(&out).contains(says), "{flag}: {}", stderr(&out));
+        let after = table_in(&w);
+        assert_eq!(after.summaries, before.summaries, "{flag}");
+        assert_eq!(after.files, before.files, "{flag}");
+    }
+    assert_settled(&w, &w.path("catalog.db"), "after the refusals");
+}
