@@ -270,6 +270,23 @@ fn each_checkpoint_is_one_snapshot_with_the_jobs_marker_and_property() {
         table.properties.get("ingest.checkpoint.default"),
         Some(&format!("{run}:{n}"))
     );
+    // The running totals readers plan with (and pyiceberg adds to) are the table's.
+    let last = table.summaries.last().unwrap();
+    let rows = iceberg_rows(&db, "default.t").len();
+    let bytes: u64 = table
+        .files
+        .keys()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert_eq!(last["total-records"], rows.to_string());
+    assert_eq!(last["total-data-files"], table.files.len().to_string());
+    assert_eq!(last["total-files-size"], bytes.to_string());
+    let added: u64 = table
+        .summaries
+        .iter()
+        .map(|s| s["added-records"].parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(added, rows as u64);
     let out = w.run(&["-t", "t", "--status", "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
@@ -711,6 +728,9 @@ fn abort_takes_the_runs_files_out_in_one_delete_snapshot_at_any_fail_point() {
             committed.to_string(),
             "{point}"
         );
+        assert_eq!(deletes[0]["total-records"], "0", "{point}");
+        assert_eq!(deletes[0]["total-data-files"], "0", "{point}");
+        assert_eq!(deletes[0]["total-files-size"], "0", "{point}");
         assert_eq!(after.summaries.len(), 4, "{point}");
         assert_markers_once(&after, point);
         // The inputs count as not loaded: the next load takes them, once.
