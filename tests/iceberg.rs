@@ -49,6 +49,8 @@ pub struct IcebergTable {
     pub files: BTreeMap<String, (Row, u64)>,
     /// The summaries of the current snapshot's ancestry, oldest first.
     pub summaries: Vec<BTreeMap<String, String>>,
+    /// The ancestry's commit times (`timestamp-ms`), oldest first.
+    pub timestamps: Vec<i64>,
     pub properties: BTreeMap<String, String>,
 }
 
@@ -119,12 +121,19 @@ pub fn iceberg_table(db: &Path, name: &str) -> Option<IcebergTable> {
     loop {
         out.summaries
             .push(serde_json::from_value(snapshot["summary"].clone()).unwrap());
+        out.timestamps
+            .push(snapshot["timestamp-ms"].as_i64().unwrap());
         match find(&snapshot["parent-snapshot-id"]) {
             Some(parent) => snapshot = parent,
             None => break,
         }
     }
     out.summaries.reverse();
+    out.timestamps.reverse();
+    // The manifests this snapshot added carry its sequence number (an entry added with
+    // a null one inherits it from them).
+    let sequence = current["sequence-number"].as_i64().unwrap();
+    let id = current["snapshot-id"].as_i64().unwrap();
     let spec: Vec<String> = metadata["partition-specs"][0]["fields"]
         .as_array()
         .unwrap()
@@ -135,6 +144,13 @@ pub fn iceberg_table(db: &Path, name: &str) -> Option<IcebergTable> {
         let Value::String(path) = field(&manifest, "manifest_path") else {
             panic!("no manifest_path")
         };
+        if field(&manifest, "added_snapshot_id") == &Value::Long(id) {
+            assert_eq!(
+                field(&manifest, "sequence_number"),
+                &Value::Long(sequence),
+                "{path}: a manifest of snapshot {id} with another sequence number"
+            );
+        }
         for entry in avro_records(path) {
             if field(&entry, "status") == &Value::Int(2) {
                 continue;
@@ -247,6 +263,11 @@ fn args(v: &[String]) -> Vec<&str> {
 
 #[test]
 fn each_checkpoint_is_one_snapshot_with_the_jobs_marker_and_property() {
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 1_000;
     let w = Workdir::new();
     w.fixture("orders");
     let load = load(&catalog_uri(&w));
@@ -269,6 +290,16 @@ fn each_checkpoint_is_one_snapshot_with_the_jobs_marker_and_property() {
     assert_eq!(
         table.properties.get("ingest.checkpoint.default"),
         Some(&format!("{run}:{n}"))
+    );
+    // Each snapshot was committed during the load, by the clock.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert!(
+        table.timestamps.iter().all(|&t| t > started && t <= now),
+        "{:?} not within {started}..{now}",
+        table.timestamps
     );
     // The running totals readers plan with (and pyiceberg adds to) are the table's.
     let last = table.summaries.last().unwrap();
@@ -889,4 +920,184 @@ fn compact_and_vacuum_of_an_iceberg_table_are_refused_and_change_nothing() {
         assert_eq!(after.files, before.files, "{flag}");
     }
     assert_settled(&w, &w.path("catalog.db"), "after the refusals");
+}
+
+/// What snapshot expiry by another tool leaves: only the current snapshot, its parent
+/// gone (a new metadata file, swapped in through the catalog).
+fn expire_all_but_current(db: &Path) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let location: String = conn
+        .query_row(
+            "SELECT metadata_location FROM iceberg_tables WHERE table_name = 't'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    let mut metadata: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&location).unwrap()).unwrap();
+    let current = metadata["current-snapshot-id"].clone();
+    let keep = |list: &serde_json::Value| -> serde_json::Value {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["snapshot-id"] == current)
+            .cloned()
+            .collect()
+    };
+    metadata["snapshots"] = keep(&metadata["snapshots"]);
+    metadata["snapshot-log"] = keep(&metadata["snapshot-log"]);
+    let expired = format!("{location}.expired.metadata.json");
+    std::fs::write(&expired, serde_json::to_vec(&metadata).unwrap()).unwrap();
+    conn.execute(
+        "UPDATE iceberg_tables SET metadata_location = ?1 WHERE table_name = 't'",
+        [&expired],
+    )
+    .unwrap();
+}
+
+/// Other rows than the fixture's, for another job's load into the same table.
+fn other_orders(w: &Workdir) {
+    let more: Vec<Row> = input_rows(&[w.path("orders/2026-11-27.csv")])
+        .into_iter()
+        .map(|mut r| {
+            let id: i64 = r["order_id"].parse().unwrap();
+            r.insert("order_id".into(), (id + 1_000_000).to_string());
+            r
+        })
+        .collect();
+    write_orders(w, "more/more.csv", &more);
+}
+
+#[test]
+fn a_commit_whose_snapshot_was_expired_is_found_by_the_jobs_property_and_not_made_again() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let load = load(&catalog_uri(&w));
+    // Checkpoint 3's snapshot is committed; the load dies before it hears so.
+    assert!(crashed(
+        &w.run_failing("iceberg.commit.written:3", &args(&load))
+    ));
+    // Another job commits on top, then another tool expires every older snapshot,
+    // checkpoint 3's among them.
+    other_orders(&w);
+    let mut other = load.clone();
+    other.retain(|a| a != "orders");
+    other.extend(["--job".into(), "other".into(), "more".into()]);
+    assert_code(&w.run(&args(&other)), 0);
+    let db = w.path("catalog.db");
+    expire_all_but_current(&db);
+    assert_eq!(table_in(&w).summaries.len(), 1);
+    assert_code(&w.run(&["-t", "t", "--recover"]), 0);
+    let mut want = expected(&w);
+    want.extend(
+        input_rows(&[w.path("more/more.csv")])
+            .into_iter()
+            .map(|mut r| {
+                let mut amount: rust_decimal::Decimal = r["amount"].parse().unwrap();
+                amount.rescale(2);
+                r.insert("amount".into(), amount.to_string());
+                r
+            }),
+    );
+    let want = as_typed_by_contract(&w.path("t"), want);
+    assert_same_rows(
+        iceberg_rows(&db, "default.t"),
+        want,
+        "after expiry and recovery",
+    );
+    let checkpoints: Vec<String> = table_in(&w)
+        .summaries
+        .iter()
+        .filter(|s| s["ingest.job"] == "default")
+        .map(|s| s["ingest.checkpoint"].clone())
+        .collect();
+    assert!(!checkpoints.contains(&"3".to_string()), "{checkpoints:?}");
+}
+
+#[test]
+fn an_abort_whose_snapshot_was_expired_is_found_by_the_jobs_property_and_not_made_again() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let load = load(&catalog_uri(&w));
+    assert!(crashed(
+        &w.run_failing("checkpoint.committed.after:2", &args(&load))
+    ));
+    // The abort's delete snapshot is committed; the abort dies before it hears so.
+    assert!(crashed(&w.run_failing(
+        "iceberg.commit.written:1",
+        &["-t", "t", "--abort"]
+    )));
+    other_orders(&w);
+    let mut other = load.clone();
+    other.retain(|a| a != "orders");
+    other.extend(["--job".into(), "other".into(), "more".into()]);
+    assert_code(&w.run(&args(&other)), 0);
+    expire_all_but_current(&w.path("catalog.db"));
+    let before = table_in(&w);
+    assert_code(&w.run(&["-t", "t", "--abort"]), 0);
+    let after = table_in(&w);
+    assert_eq!(
+        after.summaries, before.summaries,
+        "the abort committed again"
+    );
+    assert_eq!(after.files, before.files);
+}
+
+/// A run that found no table, and so meant to create it, and finds it registered by
+/// another writer by the time it commits: it commits on top when the columns (ids and
+/// types) and partitioning are the ones it planned, and refuses when they are not.
+#[test]
+fn a_table_another_writer_created_first_is_committed_to_only_with_the_planned_columns() {
+    for differs in [false, true] {
+        let w = Workdir::new();
+        w.fixture("orders");
+        let load = load(&catalog_uri(&w));
+        assert!(crashed(
+            &w.run_failing("iceberg.commit.before:1", &args(&load))
+        ));
+        let db = w.path("catalog.db");
+        assert!(iceberg_table(&db, "default.t").is_none());
+        // The other writer's table: the run's planned metadata (its first, unswapped
+        // file), another uuid, no snapshot; a column of another type if `differs`.
+        let planned = std::fs::read_dir(w.path("t/metadata"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with(".metadata.json"))
+            .unwrap();
+        let mut metadata: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&planned).unwrap()).unwrap();
+        metadata["table-uuid"] = "00000000-0000-4000-8000-000000000001".into();
+        metadata["snapshots"] = serde_json::json!([]);
+        metadata["snapshot-log"] = serde_json::json!([]);
+        metadata["refs"] = serde_json::json!({});
+        metadata["properties"] = serde_json::json!({});
+        metadata
+            .as_object_mut()
+            .unwrap()
+            .remove("current-snapshot-id");
+        if differs {
+            metadata["schemas"][0]["fields"][0]["type"] = "string".into();
+        }
+        let theirs = w.path("t/metadata/theirs.metadata.json");
+        std::fs::write(&theirs, serde_json::to_vec(&metadata).unwrap()).unwrap();
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute(
+            "INSERT INTO iceberg_tables VALUES ('ingest', 'default', 't', ?1, NULL, 'TABLE')",
+            [theirs.to_str().unwrap()],
+        )
+        .unwrap();
+        let out = w.run(&["-t", "t", "--recover"]);
+        if differs {
+            assert_code(&out, 1);
+            assert!(
+                stderr(&out).contains("another writer created the Iceberg table first"),
+                "{}",
+                stderr(&out)
+            );
+            assert!(table_in(&w).summaries.is_empty());
+        } else {
+            assert_code(&out, 0);
+            assert_settled(&w, &db, "committed on the other writer's table");
+        }
+    }
 }
