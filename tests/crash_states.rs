@@ -502,35 +502,71 @@ fsync("t")
     }
 }
 
-/// An Iceberg table whose SQL catalog is a SQLite file inside the table's directory (so
-/// the explorer models the catalog's writes too: its rollback journal, its fsyncs): a
-/// power cut anywhere in the load, the catalog's swaps included, loses no row, and once
-/// the load said "loaded", every row is in the snapshot the catalog names.
+/// An Iceberg load's arguments, its SQL catalog a SQLite file inside the table's
+/// directory (so the explorer models the catalog's writes too: its rollback journal, its
+/// fsyncs), and the reader of the rows the catalog's current snapshot names.
+#[cfg(feature = "iceberg")]
+struct IcebergCase {
+    w: Workdir,
+    uri: String,
+    db: std::path::PathBuf,
+}
+
+#[cfg(feature = "iceberg")]
+impl IcebergCase {
+    fn new() -> IcebergCase {
+        let w = Workdir::new();
+        w.fixture("orders");
+        let db = w.dir.path().canonicalize().unwrap().join("t/catalog.db");
+        let uri = format!("sqlite://{}", db.display());
+        IcebergCase { w, uri, db }
+    }
+
+    /// `extra` and the inputs after the Iceberg load's own arguments.
+    fn load<'a>(&'a self, extra: &[&'a str]) -> Vec<&'a str> {
+        let mut load = vec![
+            "-t",
+            "t",
+            "--table-format",
+            "iceberg",
+            "--catalog",
+            &self.uri,
+            "-p",
+            "dt",
+            "--checkpoint-rows",
+            "250",
+        ];
+        load.extend_from_slice(extra);
+        load
+    }
+
+    fn explore(
+        &self,
+        history: &History,
+        load: &[&str],
+        expected: &[Row],
+        promise: &Promise,
+        what: &str,
+    ) {
+        let db = self.db.clone();
+        let read = move |_: &Path| -> Result<Vec<Row>, String> {
+            let db = db.clone();
+            std::panic::catch_unwind(move || crate::iceberg::iceberg_rows(&db, "default.t"))
+                .map_err(|_| "a file the catalog names is torn or unreadable".to_string())
+        };
+        explore_with(&self.w, history, (load, expected), promise, what, &read);
+    }
+}
+
+/// A power cut anywhere in an Iceberg load, the catalog's swaps included, loses no row,
+/// and once the load said "loaded", every row is in the snapshot the catalog names.
 #[cfg(feature = "iceberg")]
 #[test]
 fn power_cuts_during_an_iceberg_load_lose_no_row() {
-    let w = Workdir::new();
-    w.fixture("orders");
-    let dir = w.dir.path().canonicalize().unwrap();
-    let db = dir.join("t/catalog.db");
-    let uri = format!("sqlite://{}", db.display());
-    let load = [
-        "-t",
-        "t",
-        "--table-format",
-        "iceberg",
-        "--catalog",
-        &uri,
-        "-p",
-        "dt",
-        "--dedupe-key",
-        "order_id",
-        "--checkpoint-rows",
-        "250",
-        "orders",
-    ];
+    let case = IcebergCase::new();
+    let load = case.load(&["--dedupe-key", "order_id", "orders"]);
     let history = explorer::record(
-        w.dir.path(),
+        case.w.dir.path(),
         "t",
         &[Invocation {
             program: None,
@@ -539,22 +575,109 @@ fn power_cuts_during_an_iceberg_load_lose_no_row() {
         }],
     );
     assert!(history.statuses[0].success(), "{}", history.stderrs[0]);
-    let expected = as_typed_by_contract(&w.path("t"), expected(&w));
+    let expected = as_typed_by_contract(&case.w.path("t"), expected(&case.w));
     let promise = Promise {
         rows: &expected,
         what: "the Iceberg load",
     };
-    let read = |_: &Path| -> Result<Vec<Row>, String> {
-        let db = db.clone();
-        std::panic::catch_unwind(move || crate::iceberg::iceberg_rows(&db, "default.t"))
-            .map_err(|_| "a file the catalog names is torn or unreadable".to_string())
+    case.explore(&history, &load, &expected, &promise, "an Iceberg load");
+}
+
+/// An Iceberg load killed after two commits, then `--abort`: a power cut never brings
+/// the run's rows back once the abort said it was done (its delete snapshot and the
+/// manifests it rewrote are durable before the catalog names them).
+#[cfg(feature = "iceberg")]
+#[test]
+fn power_cuts_during_an_iceberg_abort_bring_no_row_back() {
+    let case = IcebergCase::new();
+    // Text columns: the abort takes the contract that would type them away with it.
+    let load = case.load(&["--no-infer", "orders"]);
+    let history = explorer::record(
+        case.w.dir.path(),
+        "t",
+        &[
+            Invocation {
+                program: None,
+                args: &load,
+                env: &[("INGEST_FAIL_POINT", "checkpoint.committed.after:2")],
+            },
+            Invocation {
+                program: None,
+                args: &["-t", "t", "--abort"],
+                env: &[],
+            },
+        ],
+    );
+    assert!(
+        !history.statuses[0].success(),
+        "the fail point was not reached"
+    );
+    assert!(history.statuses[1].success(), "{}", history.stderrs[1]);
+    let expected = input_rows(&[case.w.path("orders")]);
+    let promise = Promise {
+        rows: &[],
+        what: "the abort",
     };
-    explore_with(
-        &w,
+    case.explore(
         &history,
-        (&load, &expected),
+        &load,
+        &expected,
         &promise,
-        "an Iceberg load",
-        &read,
+        "an Iceberg load killed, then --abort",
+    );
+}
+
+/// `--mode overwrite-partitions` into a loaded Iceberg table, killed after its
+/// overwrite snapshot was swapped in and before it heard so, then recovered: the
+/// replaced days hold the new rows alone, the others the old, whatever a power cut kept.
+#[cfg(feature = "iceberg")]
+#[test]
+fn power_cuts_during_an_iceberg_overwrite_lose_no_partition() {
+    let case = IcebergCase::new();
+    let w = &case.w;
+    assert_code(&w.run(&case.load(&["orders"])), 0);
+    let day = input_rows(&[w.path("orders/2026-11-27.csv")]);
+    let fix: Vec<Row> = day.into_iter().take(30).collect();
+    let fix = input_rows(&[write_orders(w, "fix/2026-11-27.csv", &fix)]);
+    // The days those rows fall on (not only the file's) are the partitions replaced.
+    let replaced: std::collections::BTreeSet<&String> = fix.iter().map(|r| &r["dt"]).collect();
+    let mut expected: Vec<Row> = input_rows(&[w.path("orders")])
+        .into_iter()
+        .filter(|r| !replaced.contains(&r["dt"]))
+        .collect();
+    expected.extend(fix.iter().cloned());
+    let expected = as_typed_by_contract(&w.path("t"), expected);
+    let load = case.load(&["--mode", "overwrite-partitions", "fix"]);
+    let history = explorer::record(
+        w.dir.path(),
+        "t",
+        &[
+            Invocation {
+                program: None,
+                args: &load,
+                env: &[("INGEST_FAIL_POINT", "iceberg.commit.written:1")],
+            },
+            Invocation {
+                program: None,
+                args: &["-t", "t", "--recover"],
+                env: &[],
+            },
+        ],
+    );
+    assert!(
+        !history.statuses[0].success(),
+        "the fail point was not reached"
+    );
+    assert!(history.statuses[1].success(), "{}", history.stderrs[1]);
+    let promise = Promise {
+        rows: &expected,
+        what: "the recovery",
+    };
+    case.explore(
+        &history,
+        &load,
+        &expected,
+        &promise,
+        "an Iceberg overwrite killed after its swap, then --recover",
     );
 }
