@@ -111,18 +111,7 @@ pub fn delta_rows(table: &Path) -> Vec<Row> {
 
 /// Input rows as a load with `LOAD`'s casts and dedupe commits them.
 fn expected(w: &Workdir) -> Vec<Row> {
-    dedupe(input_rows(&[w.path("orders")]), "order_id")
-        .into_iter()
-        .map(|mut row| {
-            // decimal(12,2): the canonical text keeps two places.
-            if let Some(amount) = row.get_mut("amount") {
-                let mut value: rust_decimal::Decimal = amount.parse().unwrap();
-                value.rescale(2);
-                *amount = value.to_string();
-            }
-            row
-        })
-        .collect()
+    orders_with_decimal_amounts(w)
 }
 
 /// Each app's txn versions, in commit order, must be strictly rising: no checkpoint's

@@ -210,17 +210,7 @@ pub fn assert_markers_once(table: &IcebergTable, what: &str) {
 
 /// Input rows as a load with `load`'s casts and dedupe commits them.
 fn expected(w: &Workdir) -> Vec<Row> {
-    dedupe(input_rows(&[w.path("orders")]), "order_id")
-        .into_iter()
-        .map(|mut row| {
-            if let Some(amount) = row.get_mut("amount") {
-                let mut value: rust_decimal::Decimal = amount.parse().unwrap();
-                value.rescale(2);
-                *amount = value.to_string();
-            }
-            row
-        })
-        .collect()
+    orders_with_decimal_amounts(w)
 }
 
 /// The table `t` of `w`, in the catalog `db`, holds every input row once.
@@ -955,6 +945,16 @@ fn expire_all_but_current(db: &Path) {
     .unwrap();
 }
 
+/// Another job (`other`) loads other rows than the fixture's into the same table, with
+/// `load`'s options.
+fn other_job_loads(w: &Workdir, load: &[String]) {
+    other_orders(w);
+    let mut other = load.to_vec();
+    other.retain(|a| a != "orders");
+    other.extend(["--job".into(), "other".into(), "more".into()]);
+    assert_code(&w.run(&args(&other)), 0);
+}
+
 /// Other rows than the fixture's, for another job's load into the same table.
 fn other_orders(w: &Workdir) {
     let more: Vec<Row> = input_rows(&[w.path("orders/2026-11-27.csv")])
@@ -979,11 +979,7 @@ fn a_commit_whose_snapshot_was_expired_is_found_by_the_jobs_property_and_not_mad
     ));
     // Another job commits on top, then another tool expires every older snapshot,
     // checkpoint 3's among them.
-    other_orders(&w);
-    let mut other = load.clone();
-    other.retain(|a| a != "orders");
-    other.extend(["--job".into(), "other".into(), "more".into()]);
-    assert_code(&w.run(&args(&other)), 0);
+    other_job_loads(&w, &load);
     let db = w.path("catalog.db");
     expire_all_but_current(&db);
     assert_eq!(table_in(&w).summaries.len(), 1);
@@ -1027,11 +1023,7 @@ fn an_abort_whose_snapshot_was_expired_is_found_by_the_jobs_property_and_not_mad
         "iceberg.commit.written:1",
         &["-t", "t", "--abort"]
     )));
-    other_orders(&w);
-    let mut other = load.clone();
-    other.retain(|a| a != "orders");
-    other.extend(["--job".into(), "other".into(), "more".into()]);
-    assert_code(&w.run(&args(&other)), 0);
+    other_job_loads(&w, &load);
     expire_all_but_current(&w.path("catalog.db"));
     let before = table_in(&w);
     assert_code(&w.run(&["-t", "t", "--abort"]), 0);

@@ -782,3 +782,21 @@ pub fn corrected_day(w: &Workdir) -> (PathBuf, Vec<Row>) {
     rows.push(new_day);
     (write_orders(w, "fix/2026-11-27.csv", &rows), rows)
 }
+
+/// The fixture's orders as a load with `--dedupe-key order_id --cast
+/// amount=decimal(12,2)` commits them: deduplicated, each amount with two places (the
+/// canonical text of a decimal(12,2)).
+#[cfg(any(feature = "delta", feature = "iceberg"))]
+pub fn orders_with_decimal_amounts(w: &Workdir) -> Vec<Row> {
+    dedupe(input_rows(&[w.path("orders")]), "order_id")
+        .into_iter()
+        .map(|mut row| {
+            if let Some(amount) = row.get_mut("amount") {
+                let mut value: rust_decimal::Decimal = amount.parse().unwrap();
+                value.rescale(2);
+                *amount = value.to_string();
+            }
+            row
+        })
+        .collect()
+}

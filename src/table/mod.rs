@@ -100,6 +100,33 @@ pub(crate) trait Format: Send + Sync {
     ) -> Result<Option<Vec<String>>>;
 }
 
+/// `--mode overwrite-partitions` in a format whose one commit replaces the partitions
+/// (Delta, Iceberg), its first steps: `Exchange` journaled unless it was, so that from
+/// here `--abort` refuses (undoing a commit that already took the old files out would
+/// lose them) and `--recover` finishes; then every data file of the run published under
+/// its partition path, still invisible (no commit names it; a publish already made is
+/// done). False when the replacement is journaled as done (`Exchanged`).
+#[cfg(any(feature = "delta", feature = "iceberg"))]
+fn begin_replacing(layout: &JobLayout, log: &RunLog, journal: Journaled<'_>) -> Result<bool> {
+    if log.exchanged {
+        return Ok(false);
+    }
+    if log.exchange.is_none() {
+        journal(&Record::Exchange {
+            partitions: Vec::new(),
+        })?;
+    }
+    for checkpoint in &log.checkpoints {
+        let data: Vec<&StagedFile> = checkpoint
+            .files
+            .iter()
+            .filter(|f| !f.is_rejects())
+            .collect();
+        layout.store.publish(layout, checkpoint.checkpoint, &data)?;
+    }
+    Ok(true)
+}
+
 /// What a run journals about its table before its first row ([`Format::begin`]).
 #[derive(Debug, Default)]
 pub(crate) struct Begun {

@@ -231,13 +231,8 @@ pub(crate) fn replace_partitions(
     log: &RunLog,
     journal: Journaled<'_>,
 ) -> Result<()> {
-    if log.exchanged {
+    if !super::begin_replacing(layout, log, journal)? {
         return Ok(());
-    }
-    if log.exchange.is_none() {
-        journal(&Record::Exchange {
-            partitions: Vec::new(),
-        })?;
     }
     let run = &log.started;
     let Some(base) = run.delta_txn_base else {
@@ -254,14 +249,6 @@ pub(crate) fn replace_partitions(
         .unwrap_or(0);
     let version = txn_version(base, last)?;
     let app = app_id(&layout.job);
-    for checkpoint in &log.checkpoints {
-        let data: Vec<&StagedFile> = checkpoint
-            .files
-            .iter()
-            .filter(|f| !f.is_rejects())
-            .collect();
-        layout.store.publish(layout, checkpoint.checkpoint, &data)?;
-    }
     let all_adds = |fields: &[deltalake::kernel::StructField]| -> Result<Vec<_>> {
         let mut adds = Vec::new();
         for checkpoint in &log.checkpoints {

@@ -282,23 +282,10 @@ impl Format for Iceberg {
         log: &RunLog,
         journal: Journaled<'_>,
     ) -> Result<()> {
-        if log.exchanged {
+        if !super::begin_replacing(layout, log, journal)? {
             return Ok(());
         }
-        if log.exchange.is_none() {
-            journal(&Record::Exchange {
-                partitions: Vec::new(),
-            })?;
-        }
         let run = &log.started;
-        for checkpoint in &log.checkpoints {
-            let data: Vec<&StagedFile> = checkpoint
-                .files
-                .iter()
-                .filter(|f| !f.is_rejects())
-                .collect();
-            layout.store.publish(layout, checkpoint.checkpoint, &data)?;
-        }
         let table = Table::open(target(&run.options)?, &layout.table)?;
         let add = data_files(&log.checkpoints, &run.options.partition_by)?;
         let last = log
