@@ -1015,18 +1015,27 @@ fn an_abort_whose_snapshot_was_expired_is_found_by_the_jobs_property_and_not_mad
     let w = Workdir::new();
     w.fixture("orders");
     let load = load(&catalog_uri(&w));
-    assert!(crashed(
-        &w.run_failing("checkpoint.committed.after:2", &args(&load))
-    ));
-    // The abort's delete snapshot is committed; the abort dies before it hears so.
-    assert!(crashed(&w.run_failing(
-        "iceberg.commit.written:1",
-        &["-t", "t", "--abort"]
-    )));
+    // Two jobs, each killed after two commits, each aborted, each abort killed after
+    // its delete snapshot is committed and before it hears so: each job's property
+    // must name its own last abort.
+    for job in ["default", "second"] {
+        let mut load = load.clone();
+        load.extend(["--job".to_string(), job.to_string()]);
+        assert!(crashed(
+            &w.run_failing("checkpoint.committed.after:2", &args(&load))
+        ));
+        assert!(crashed(&w.run_failing(
+            "iceberg.commit.written:1",
+            &["-t", "t", "--job", job, "--abort"]
+        )));
+    }
     other_job_loads(&w, &load);
     expire_all_but_current(&w.path("catalog.db"));
     let before = table_in(&w);
-    assert_code(&w.run(&["-t", "t", "--abort"]), 0);
+    for job in ["default", "second"] {
+        let out = w.run(&["-t", "t", "--job", job, "--abort"]);
+        assert_code(&out, 0);
+    }
     let after = table_in(&w);
     assert_eq!(
         after.summaries, before.summaries,
