@@ -905,6 +905,10 @@ fn compact_and_vacuum_of_an_iceberg_table_are_refused_and_change_nothing() {
         let out = w.run(&["-t", "t", flag]);
         assert_code(&out, 1);
         assert!(stderr(&out).contains(says), "{flag}: {}", stderr(&out));
+        assert!(
+            !w.path("t/_ingest/compact").exists(),
+            "{flag} made the compaction's job"
+        );
         let after = table_in(&w);
         assert_eq!(after.summaries, before.summaries, "{flag}");
         assert_eq!(after.files, before.files, "{flag}");

@@ -47,6 +47,13 @@ pub(crate) fn vacuum(cfg: &VacuumConfig, messages: Messages) -> Result<Summary> 
             common.layout().table_name()
         );
     };
+    if contract.table_format == crate::core::options::TableFormat::Iceberg {
+        // Refused before anything is deleted, the jobs' leftovers included.
+        bail!(
+            "--vacuum does not clean Iceberg tables yet (expire snapshots and remove orphan \
+             files with another tool)"
+        );
+    }
     let retention = cfg.retention.unwrap_or(DEFAULT_RETENTION);
     let mut removed = Vec::new();
     // A table in a bucket has no staging under `_ingest/` to vacuum: a run's staged

@@ -95,6 +95,10 @@ pub(crate) fn compact(cfg: &CompactConfig, messages: Messages) -> Result<Summary
             table.display()
         );
     }
+    if contract.table_format == TableFormat::Iceberg {
+        // Refused before the compaction job's lock and journal exist.
+        bail!("--compact does not rewrite Iceberg tables yet");
+    }
     let job = Job::open(common.layout(), common.lock_wait)?;
     let Job {
         layout,
