@@ -247,6 +247,24 @@ impl SharedCatalog {
     }
 }
 
+/// An Iceberg load partitioned by day into `t` through the catalog `uri`, then `extra`.
+fn by_day(uri: &str, extra: &[&str]) -> Vec<String> {
+    let mut load: Vec<String> = [
+        "-t",
+        "t",
+        "--table-format",
+        "iceberg",
+        "--catalog",
+        uri,
+        "-p",
+        "dt",
+    ]
+    .map(str::to_string)
+    .to_vec();
+    load.extend(extra.iter().map(|a| a.to_string()));
+    load
+}
+
 fn args(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
@@ -774,20 +792,8 @@ fn overwrite_replaces_the_partitions_it_touches_in_one_snapshot_across_crashes()
         let w = Workdir::new();
         w.fixture("orders");
         let uri = catalog_uri(&w);
-        let base = [
-            "-t",
-            "t",
-            "--table-format",
-            "iceberg",
-            "--catalog",
-            &uri,
-            "-p",
-            "dt",
-            "--checkpoint-rows",
-            "100",
-            "orders",
-        ];
-        assert_code(&w.run(&base), 0);
+        let base = by_day(&uri, &["--checkpoint-rows", "100", "orders"]);
+        assert_code(&w.run(&args(&base)), 0);
         let before = table_in(&w).summaries.len();
         let (_, new_rows) = corrected_day(&w);
         let touched: BTreeSet<String> = new_rows.iter().map(|r| r["dt"].clone()).collect();
@@ -796,25 +802,20 @@ fn overwrite_replaces_the_partitions_it_touches_in_one_snapshot_across_crashes()
             .filter(|r| !touched.contains(&r["dt"]))
             .collect();
         want.extend(new_rows);
-        let overwrite = [
-            "-t",
-            "t",
-            "--table-format",
-            "iceberg",
-            "--catalog",
+        let overwrite = by_day(
             &uri,
-            "-p",
-            "dt",
-            "--checkpoint-rows",
-            "5",
-            "--mode",
-            "overwrite-partitions",
-            "fix",
-        ];
+            &[
+                "--checkpoint-rows",
+                "5",
+                "--mode",
+                "overwrite-partitions",
+                "fix",
+            ],
+        );
         if point.is_empty() {
-            assert_code(&w.run(&overwrite), 0);
+            assert_code(&w.run(&args(&overwrite)), 0);
         } else {
-            assert!(crashed(&w.run_failing(point, &overwrite)), "{point}");
+            assert!(crashed(&w.run_failing(point, &args(&overwrite))), "{point}");
             let now = table_in(&w).summaries.len();
             assert!(now <= before + 1, "{point}: more than one snapshot");
             if now == before + 1 {
@@ -839,40 +840,17 @@ fn an_abort_whose_committed_files_another_writer_replaced_refuses_to_say_aborted
     let w = Workdir::new();
     w.fixture("orders");
     let uri = catalog_uri(&w);
-    let base = [
-        "-t",
-        "t",
-        "--table-format",
-        "iceberg",
-        "--catalog",
-        &uri,
-        "-p",
-        "dt",
-        "--checkpoint-rows",
-        "100",
-        "orders",
-    ];
+    let base = by_day(&uri, &["--checkpoint-rows", "100", "orders"]);
     assert!(crashed(
-        &w.run_failing("checkpoint.committed.after:3", &base)
+        &w.run_failing("checkpoint.committed.after:3", &args(&base))
     ));
     // Another job replaces the partition of the crashed run's first rows.
     let (_, _) = corrected_day(&w);
-    let overwrite = [
-        "-t",
-        "t",
-        "--table-format",
-        "iceberg",
-        "--catalog",
+    let overwrite = by_day(
         &uri,
-        "-p",
-        "dt",
-        "--mode",
-        "overwrite-partitions",
-        "--job",
-        "fix",
-        "fix",
-    ];
-    assert_code(&w.run(&overwrite), 0);
+        &["--mode", "overwrite-partitions", "--job", "fix", "fix"],
+    );
+    assert_code(&w.run(&args(&overwrite)), 0);
     let before = table_in(&w).summaries.len();
     let out = w.run(&["-t", "t", "--abort"]);
     assert_code(&out, 1);
