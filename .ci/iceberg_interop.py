@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Interop check for Iceberg tables: readers that are not ours read what `ingest` wrote.
 
-Usage: iceberg_interop.py INGEST_BINARY WORKDIR
+Usage: iceberg_interop.py INGEST_BINARY WORKDIR [postgresql]
 
-pyiceberg's SqlCatalog on the SQLite file ingest commits through, DuckDB's Iceberg
+pyiceberg's SqlCatalog on the catalog ingest commits through (a SQLite file, or with
+`postgresql` the database INGEST_TEST_PG_URI names, .ci/pg-store's server, the password
+in PGPASSWORD), DuckDB's Iceberg
 extension (`iceberg_scan` of the current metadata file) and polars (`scan_iceberg`) read
 each table; the figures they must agree on are computed here from the fixture files with
 Python's csv module, independently of ingest.
@@ -12,11 +14,12 @@ Runs in a venv of its own (.ci/run): the DuckDB extensions' wheels on PyPI
 (`duckdb-ext-iceberg`, `duckdb-ext-avro`) are built for DuckDB 1.4.4 and loaded from the
 wheels' files, offline.
 """
-import collections, csv, datetime, decimal, glob, os, sqlite3, subprocess, sys
+import collections, csv, datetime, decimal, glob, os, subprocess, sys
 
 import duckdb
 import duckdb_ext
 import polars as pl
+import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 from readback import check, finish, rows_of
 
@@ -25,9 +28,17 @@ from readback import check, finish, rows_of
 os.environ.setdefault("POLARS_ICEBERG_PLANNER", "pyiceberg")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 binary, work = sys.argv[1], sys.argv[2]
-db = os.path.join(work, "iceberg-catalog.db")
-uri = f"sqlite:///{db}"
-catalog = SqlCatalog("ingest", uri=uri)
+if sys.argv[3:] == ["postgresql"]:
+    # ingest takes the password from PGPASSWORD, as psql does; SQLAlchemy from the URI.
+    uri = os.environ["INGEST_TEST_PG_URI"]
+    user, server = uri.removeprefix("postgresql://").split("@", 1)
+    catalog = SqlCatalog("ingest", uri=f"postgresql+psycopg2://{user}:{os.environ['PGPASSWORD']}@{server}")
+    work = os.path.join(work, "iceberg-postgresql")
+    os.makedirs(work)
+else:
+    uri = f"sqlite:///{os.path.join(work, 'iceberg-catalog.db')}"
+    catalog = SqlCatalog("ingest", uri=uri)
+print(f"== catalog {uri}")
 
 con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
 for name in ("avro", "iceberg"):
@@ -45,11 +56,7 @@ def ingest(*args, env=None, check_exit=True):
 
 def current_metadata(name):
     """The metadata file the catalog names now: what DuckDB and polars are given."""
-    namespace, table = name.rsplit(".", 1)
-    with sqlite3.connect(db) as c:
-        return c.execute("SELECT metadata_location FROM iceberg_tables WHERE catalog_name = "
-                         "'ingest' AND table_namespace = ? AND table_name = ?",
-                         (namespace, table)).fetchone()[0]
+    return catalog.load_table(name).metadata_location
 
 
 orders = os.path.join(ROOT, "fixtures", "orders")
@@ -215,4 +222,34 @@ got = con.sql(f"SELECT country, count(*), sum(amount) FROM iceberg_scan('{meta}'
 check("duckdb iceberg_scan after overwrite: per-country count and sum(amount)", got, want)
 check("polars after overwrite: row count", pl.scan_iceberg(t).collect().height, len(after))
 
-finish("iceberg interop")
+# 6. Another writer in between: pyiceberg appends to the table through the same catalog,
+#    then ingest commits on top of pyiceberg's snapshot; both writers' rows are there.
+t = catalog.load_table("sales.orders")
+extra = t.scan(row_filter="country == 'FR'").to_arrow()
+extra = extra.set_column(extra.schema.get_field_index("order_id"), "order_id",
+                         pa.array([i + 10_000_000 for i in extra.column("order_id").to_pylist()],
+                                  pa.int64()))
+t.append(extra)
+check("pyiceberg's own append in between", catalog.load_table("sales.orders").current_snapshot()
+      .summary.operation.value, "append")
+more_csv = os.path.join(work, "iceberg-more.csv")
+with open(more_csv, "w", newline="") as fh:
+    writer = csv.DictWriter(fh, fieldnames=list(fix_rows[0].keys()))
+    writer.writeheader()
+    for row in fix_rows:
+        writer.writerow(dict(row, order_id=str(int(row["order_id"]) + 20_000_000)))
+ingest("--target", table, "--table-format", "iceberg", "--catalog", uri,
+       "--table-name", "sales.orders", "--partition-by", "country,dt", "--job", "after-pyiceberg",
+       "--cast", "order_id=int", "--cast", "amount=decimal(12,2)",
+       "--cast", "ts=timestamp", "--cast", "dt=date", "--quiet", more_csv)
+t = catalog.load_table("sales.orders")
+check("ingest commits on pyiceberg's snapshot: its parent",
+      t.snapshot_by_id(t.current_snapshot().parent_snapshot_id).summary.get("ingest.job"), None)
+check("ingest on pyiceberg's snapshot: every writer's rows",
+      t.scan().to_arrow().num_rows, len(after) + extra.num_rows + len(fix_rows))
+meta = current_metadata("sales.orders")
+check("duckdb iceberg_scan of both writers' rows",
+      con.sql(f"SELECT count(*) FROM iceberg_scan('{meta}')").fetchone()[0],
+      len(after) + extra.num_rows + len(fix_rows))
+
+finish(f"iceberg interop ({uri.split(':')[0]} catalog)")

@@ -6,7 +6,7 @@
 //! values the manifests give them.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use apache_avro::types::Value;
@@ -90,21 +90,156 @@ fn avro_records(path: &str) -> Vec<Value> {
 /// Reads table `namespace.name` of the `ingest` catalog in the SQLite file `db`; `None`
 /// when the catalog has no such table.
 pub fn iceberg_table(db: &Path, name: &str) -> Option<IcebergTable> {
-    let (namespace, table) = name.rsplit_once('.').unwrap();
-    if !db.exists() {
-        return None;
+    TestCatalog::sqlite(db).table(name)
+}
+
+/// A catalog the tests load through and read back: a SQLite file, or a database of its
+/// own on the test PostgreSQL server (`.ci/pg-store`).
+pub enum TestCatalog {
+    Sqlite {
+        db: PathBuf,
+        /// The directory of a catalog outside the work directories, for tests whose
+        /// load arguments cannot name each case's own.
+        _dir: Option<tempfile::TempDir>,
+    },
+    /// The database's URI, without the password (`PGPASSWORD` gives it).
+    Postgres(String),
+}
+
+/// A client of the test PostgreSQL server at `uri`, with the password `.ci/pg-store`
+/// exported.
+pub fn pg_client(uri: &str) -> postgres::Client {
+    let mut config: postgres::Config = uri.parse().unwrap();
+    if let Ok(password) = std::env::var("PGPASSWORD") {
+        config.password(password);
     }
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let location: String = conn
-        .query_row(
-            "SELECT metadata_location FROM iceberg_tables
-             WHERE catalog_name = 'ingest' AND table_namespace = ?1 AND table_name = ?2",
-            [namespace, table],
-            |row| row.get(0),
-        )
-        .ok()?;
+    config
+        .connect(postgres::NoTls)
+        .unwrap_or_else(|e| panic!("{uri}: {e}"))
+}
+
+impl TestCatalog {
+    /// The SQLite file `db`.
+    pub fn sqlite(db: &Path) -> TestCatalog {
+        TestCatalog::Sqlite {
+            db: db.to_path_buf(),
+            _dir: None,
+        }
+    }
+
+    /// A SQLite file outside the work directories.
+    pub fn shared_sqlite() -> TestCatalog {
+        let dir = tempfile::tempdir().unwrap();
+        TestCatalog::Sqlite {
+            db: dir.path().join("catalog.db"),
+            _dir: Some(dir),
+        }
+    }
+
+    /// A new database on the test PostgreSQL server; `None`, with the reason printed,
+    /// where the tests run without one (plain `cargo test`: `.ci/test` starts one).
+    pub fn postgres() -> Option<TestCatalog> {
+        let Ok(admin) = std::env::var("INGEST_TEST_PG_ADMIN") else {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "no PostgreSQL server under CI; run the tests through .ci/test"
+            );
+            // Straight to the terminal: the harness swallows a passing test's eprintln!.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped: no PostgreSQL server (INGEST_TEST_PG_ADMIN is unset; .ci/test \
+                 starts one)"
+            );
+            return None;
+        };
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("iceberg_{}_{n}", std::process::id());
+        pg_client(&admin)
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap();
+        let (server, _) = admin.rsplit_once('/').unwrap();
+        Some(TestCatalog::Postgres(format!("{server}/{name}")))
+    }
+
+    /// `--catalog`.
+    pub fn uri(&self) -> String {
+        match self {
+            TestCatalog::Sqlite { db, .. } => format!("sqlite://{}", db.display()),
+            TestCatalog::Postgres(uri) => uri.clone(),
+        }
+    }
+
+    /// Empties the catalog for the next case.
+    pub fn fresh(&self) {
+        match self {
+            TestCatalog::Sqlite { db, .. } => {
+                for suffix in ["", "-journal"] {
+                    let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+                }
+            }
+            TestCatalog::Postgres(uri) => pg_client(uri)
+                .batch_execute("DROP TABLE IF EXISTS iceberg_tables, iceberg_namespace_properties")
+                .unwrap(),
+        }
+    }
+
+    /// The current metadata file of table `namespace.name` of the `ingest` catalog.
+    fn location(&self, name: &str) -> Option<String> {
+        let (namespace, table) = name.rsplit_once('.').unwrap();
+        let query = "SELECT metadata_location FROM iceberg_tables
+             WHERE catalog_name = 'ingest' AND table_namespace = $1 AND table_name = $2";
+        match self {
+            TestCatalog::Sqlite { db, .. } => {
+                if !db.exists() {
+                    return None;
+                }
+                let conn = rusqlite::Connection::open(db).unwrap();
+                conn.query_row(query, [namespace, table], |row| row.get(0))
+                    .ok()
+            }
+            TestCatalog::Postgres(uri) => {
+                let mut client = pg_client(uri);
+                let present: bool = client
+                    .query_one("SELECT to_regclass('iceberg_tables') IS NOT NULL", &[])
+                    .unwrap()
+                    .get(0);
+                if !present {
+                    return None;
+                }
+                client
+                    .query_opt(query, &[&namespace, &table])
+                    .unwrap()
+                    .map(|row| row.get(0))
+            }
+        }
+    }
+
+    /// Table `namespace.name` as the catalog says it is; `None` when it has no such table.
+    pub fn table(&self, name: &str) -> Option<IcebergTable> {
+        read_table(&self.location(name)?)
+    }
+
+    /// Every row of the table's current snapshot.
+    pub fn rows(&self, name: &str) -> Vec<Row> {
+        let Some(table) = self.table(name) else {
+            return Vec::new();
+        };
+        let mut rows = Vec::new();
+        for (path, (partition, records)) in table.files {
+            let file_rows = parquet_file_rows(Path::new(&path), &partition);
+            assert_eq!(file_rows.len() as u64, records, "{path}: record_count");
+            rows.extend(file_rows);
+        }
+        rows
+    }
+}
+
+/// The table whose current metadata file is `location`, read file by file.
+fn read_table(location: &str) -> Option<IcebergTable> {
     let metadata: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&location).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(location).unwrap()).unwrap();
     let mut out = IcebergTable {
         properties: serde_json::from_value(metadata["properties"].clone()).unwrap_or_default(),
         ..IcebergTable::default()
@@ -175,18 +310,9 @@ pub fn iceberg_table(db: &Path, name: &str) -> Option<IcebergTable> {
     Some(out)
 }
 
-/// Every row of the table's current snapshot.
+/// Every row of the table's current snapshot, in the catalog in the SQLite file `db`.
 pub fn iceberg_rows(db: &Path, name: &str) -> Vec<Row> {
-    let Some(table) = iceberg_table(db, name) else {
-        return Vec::new();
-    };
-    let mut rows = Vec::new();
-    for (path, (partition, records)) in table.files {
-        let file_rows = parquet_file_rows(Path::new(&path), &partition);
-        assert_eq!(file_rows.len() as u64, records, "{path}: record_count");
-        rows.extend(file_rows);
-    }
-    rows
+    TestCatalog::sqlite(db).rows(name)
 }
 
 /// No two snapshots carry the same (job, run, checkpoint).
@@ -213,38 +339,14 @@ fn expected(w: &Workdir) -> Vec<Row> {
     orders_with_decimal_amounts(w)
 }
 
-/// The table `t` of `w`, in the catalog `db`, holds every input row once.
+/// The table `t` of `w`, in `catalog`, holds every input row once.
 #[track_caller]
-fn assert_settled(w: &Workdir, db: &Path, what: &str) {
-    let rows = iceberg_rows(db, "default.t");
+fn assert_settled(w: &Workdir, catalog: &TestCatalog, what: &str) {
+    let rows = catalog.rows("default.t");
     let want = as_typed_by_contract(&w.path("t"), expected(w));
     assert_same_rows(rows, want, what);
-    let table = iceberg_table(db, "default.t").unwrap();
+    let table = catalog.table("default.t").unwrap();
     assert_markers_once(&table, what);
-}
-
-/// A catalog outside the work directories, for tests whose load arguments cannot name
-/// each case's own: `fresh` empties it for the next case.
-struct SharedCatalog(tempfile::TempDir);
-
-impl SharedCatalog {
-    fn new() -> SharedCatalog {
-        SharedCatalog(tempfile::tempdir().unwrap())
-    }
-
-    fn db(&self) -> std::path::PathBuf {
-        self.0.path().join("catalog.db")
-    }
-
-    fn uri(&self) -> String {
-        format!("sqlite://{}", self.db().display())
-    }
-
-    fn fresh(&self) {
-        for suffix in ["", "-journal"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", self.db().display()));
-        }
-    }
 }
 
 /// An Iceberg load partitioned by day into `t` through the catalog `uri`, then `extra`.
@@ -282,7 +384,7 @@ fn each_checkpoint_is_one_snapshot_with_the_jobs_marker_and_property() {
     let out = w.run(&args(&load));
     assert_code(&out, 0);
     let db = w.path("catalog.db");
-    assert_settled(&w, &db, "one load");
+    assert_settled(&w, &TestCatalog::sqlite(&db), "one load");
     let table = iceberg_table(&w.path("catalog.db"), "default.t").unwrap();
     let checkpoints: Vec<&str> = table
         .summaries
@@ -381,11 +483,17 @@ fn each_checkpoint_is_one_snapshot_with_the_jobs_marker_and_property() {
     let again = iceberg_table(&w.path("catalog.db"), "default.t").unwrap();
     assert!(again.summaries.len() > n);
     assert_markers_once(&again, "two loads");
-    assert_settled(&w, &db, "two loads");
+    assert_settled(&w, &TestCatalog::sqlite(&db), "two loads");
 }
 
 #[test]
 fn every_fail_point_then_recover_commits_each_checkpoint_once() {
+    every_fail_point_then_recover(&TestCatalog::shared_sqlite());
+}
+
+/// A load crashed at every fail point (first and third hit), then recovered, through
+/// `catalog`: each checkpoint committed once.
+pub fn every_fail_point_then_recover(catalog: &TestCatalog) {
     let points: Vec<String> = all_fail_points()
         .into_iter()
         .chain(
@@ -396,7 +504,6 @@ fn every_fail_point_then_recover_commits_each_checkpoint_once() {
         .filter(|p| !p.starts_with("overwrite."))
         .collect();
     assert!(points.iter().any(|p| p == "iceberg.commit.written"));
-    let catalog = SharedCatalog::new();
     let load = load(&catalog.uri());
     let crashes = crash_matrix(
         &points,
@@ -410,25 +517,29 @@ fn every_fail_point_then_recover_commits_each_checkpoint_once() {
             (w, ())
         },
         // Whatever the catalog names is whole, at every instant.
-        |_| drop(iceberg_rows(&catalog.db(), "default.t")),
-        |run| assert_settled(&run.w, &catalog.db(), &run.spec),
+        |_| drop(catalog.rows("default.t")),
+        |run| assert_settled(&run.w, catalog, &run.spec),
     );
     assert!(crashes >= points.len(), "{crashes} crashes");
 }
 
 #[test]
 fn a_commit_whose_reply_is_lost_is_found_in_the_table_and_never_made_twice() {
+    a_lost_reply_is_found_in_the_table(&TestCatalog::shared_sqlite());
+}
+
+/// The swap happens and the load is told it failed (at commits 1, 2 and 4): it must look
+/// before it commits again, and find its snapshot there.
+pub fn a_lost_reply_is_found_in_the_table(catalog: &TestCatalog) {
     for hit in ["1", "2", "4"] {
+        catalog.fresh();
         let w = Workdir::new();
         w.fixture("orders");
-        let load = load(&catalog_uri(&w));
-        // The swap happens, and the load is told it failed: it must look before it
-        // commits again, and find its snapshot there.
+        let load = load(&catalog.uri());
         let out = w.run_failing(&format!("iceberg.commit.reply-lost:{hit}"), &args(&load));
         assert_code(&out, 0);
-        let db = w.path("catalog.db");
-        assert_settled(&w, &db, &format!("reply lost at commit {hit}"));
-        let table = iceberg_table(&db, "default.t").unwrap();
+        assert_settled(&w, catalog, &format!("reply lost at commit {hit}"));
+        let table = catalog.table("default.t").unwrap();
         let metadata_files = std::fs::read_dir(w.path("t/metadata"))
             .unwrap()
             .filter(|e| {
@@ -449,9 +560,14 @@ fn a_commit_whose_reply_is_lost_is_found_in_the_table_and_never_made_twice() {
 
 #[test]
 fn random_sigkill_of_iceberg_loads_and_recoveries_loses_and_duplicates_nothing() {
+    random_sigkill_through(&TestCatalog::shared_sqlite());
+}
+
+/// Loads and recoveries through `catalog` killed at random moments (4 rounds of 20,000
+/// rows), then recovered: every row once.
+pub fn random_sigkill_through(catalog: &TestCatalog) {
     let seed = clock_seed();
     let mut rng = Rng(seed);
-    let catalog = SharedCatalog::new();
     let uri = catalog.uri();
     let load = [
         "-t",
@@ -480,12 +596,15 @@ fn random_sigkill_of_iceberg_loads_and_recoveries_loses_and_duplicates_nothing()
         kills += operators_loop(&w, &load, &mut rng, full, seed);
         assert_code(&w.run(&["-t", "t", "--recover"]), 0);
         let what = format!("seed {seed}, round {round}");
-        let rows = iceberg_rows(&catalog.db(), "default.t");
+        let rows = catalog.rows("default.t");
         let want = as_typed_by_contract(&w.path("t"), input_rows(&[w.path("orders")]));
         assert_same_rows(rows, want, &what);
-        assert_markers_once(&iceberg_table(&catalog.db(), "default.t").unwrap(), &what);
+        assert_markers_once(&catalog.table("default.t").unwrap(), &what);
     }
-    eprintln!("random SIGKILL (iceberg): seed {seed}, {kills} kills landed over 4 loads");
+    eprintln!(
+        "random SIGKILL (iceberg, {}): seed {seed}, {kills} kills landed over 4 loads",
+        catalog.uri()
+    );
     assert!(kills >= 2, "seed {seed}: only {kills} kills landed mid-run");
 }
 
@@ -493,7 +612,8 @@ fn random_sigkill_of_iceberg_loads_and_recoveries_loses_and_duplicates_nothing()
 /// `window` ms (or not), then all four again at once, each recovering its own run and
 /// loading what is left: the table holds every row once. Returns the kills that landed
 /// and how long the first four took.
-fn four_shards_round(seed: u64, rng: &mut Rng, window: u64) -> (u32, u64) {
+fn four_shards_round(catalog: &TestCatalog, seed: u64, rng: &mut Rng, window: u64) -> (u32, u64) {
+    catalog.fresh();
     let w = Workdir::new();
     big_orders(&w, 12_000, &mut Rng(7));
     // Many small inputs, so that every shard gets some.
@@ -502,7 +622,7 @@ fn four_shards_round(seed: u64, rng: &mut Rng, window: u64) -> (u32, u64) {
     for (i, chunk) in all.chunks(250).enumerate() {
         write_orders(&w, &format!("orders/part-{i:03}.csv"), chunk);
     }
-    let uri = catalog_uri(&w);
+    let uri = catalog.uri();
     let shards = 4;
     let load = |i: usize| -> Vec<String> {
         [
@@ -573,10 +693,9 @@ fn four_shards_round(seed: u64, rng: &mut Rng, window: u64) -> (u32, u64) {
         assert_code(&out, 0);
     }
     let what = format!("seed {seed}: four shards, {kills} killed");
-    let db = w.path("catalog.db");
     let all = as_typed_by_contract(&w.path("t"), all);
-    assert_same_rows(iceberg_rows(&db, "default.t"), all, &what);
-    let table = iceberg_table(&db, "default.t").unwrap();
+    assert_same_rows(catalog.rows("default.t"), all, &what);
+    let table = catalog.table("default.t").unwrap();
     assert_markers_once(&table, &what);
     let jobs: BTreeSet<_> = table
         .summaries
@@ -594,14 +713,23 @@ fn four_shards_round(seed: u64, rng: &mut Rng, window: u64) -> (u32, u64) {
 
 #[test]
 fn four_shards_killed_at_random_leave_an_exact_table() {
+    four_shards_killed_at_random(&TestCatalog::shared_sqlite());
+}
+
+/// Four shard jobs through `catalog`, killed at random in 3 rounds, then recovered and
+/// loaded again: an exact table.
+pub fn four_shards_killed_at_random(catalog: &TestCatalog) {
     let seed = clock_seed();
     let mut rng = Rng(seed);
     // A first round unkilled measures how long the four take on this machine.
-    let (_, full) = four_shards_round(seed, &mut rng, 0);
+    let (_, full) = four_shards_round(catalog, seed, &mut rng, 0);
     let kills: u32 = (0..3)
-        .map(|_| four_shards_round(seed, &mut rng, full).0)
+        .map(|_| four_shards_round(catalog, seed, &mut rng, full).0)
         .sum();
-    eprintln!("four iceberg shards: seed {seed}, {kills} kills landed over 3 rounds");
+    eprintln!(
+        "four iceberg shards ({}): seed {seed}, {kills} kills landed over 3 rounds",
+        catalog.uri()
+    );
     assert!(
         kills >= 2,
         "seed {seed}: only {kills} kills landed mid-load"
@@ -774,7 +902,11 @@ fn abort_takes_the_runs_files_out_in_one_delete_snapshot_at_any_fail_point() {
         assert_markers_once(&after, point);
         // The inputs count as not loaded: the next load takes them, once.
         assert_code(&w.run(&args(&load)), 0);
-        assert_settled(&w, &db, &format!("{point}: after abort and load"));
+        assert_settled(
+            &w,
+            &TestCatalog::sqlite(&db),
+            &format!("{point}: after abort and load"),
+        );
     }
 }
 
@@ -891,7 +1023,11 @@ fn compact_and_vacuum_of_an_iceberg_table_are_refused_and_change_nothing() {
         assert_eq!(after.summaries, before.summaries, "{flag}");
         assert_eq!(after.files, before.files, "{flag}");
     }
-    assert_settled(&w, &w.path("catalog.db"), "after the refusals");
+    assert_settled(
+        &w,
+        &TestCatalog::sqlite(&w.path("catalog.db")),
+        "after the refusals",
+    );
 }
 
 /// What snapshot expiry by another tool leaves: only the current snapshot, its parent
@@ -1080,7 +1216,11 @@ fn a_table_another_writer_created_first_is_committed_to_only_with_the_planned_co
             assert!(table_in(&w).summaries.is_empty());
         } else {
             assert_code(&out, 0);
-            assert_settled(&w, &db, "committed on the other writer's table");
+            assert_settled(
+                &w,
+                &TestCatalog::sqlite(&db),
+                "committed on the other writer's table",
+            );
         }
     }
 }

@@ -19,6 +19,8 @@ mod explorer;
 mod formats;
 #[cfg(feature = "iceberg")]
 mod iceberg;
+#[cfg(feature = "iceberg")]
+mod iceberg_postgres;
 mod jobs;
 mod json_input;
 mod load;

@@ -127,8 +127,10 @@ pub(crate) struct Cli {
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub(crate) table_format: Option<TableFormat>,
 
-    /// An Iceberg table's catalog: sqlite:///ABS/PATH.db (the SQL catalog pyiceberg's
-    /// SqlCatalog and Java's JdbcCatalog read, in a SQLite file; catalog name `ingest`)
+    /// An Iceberg table's catalog, the SQL catalog pyiceberg's SqlCatalog and Java's
+    /// JdbcCatalog read (catalog name `ingest`): sqlite:///ABS/PATH.db (in a SQLite file,
+    /// one host) or postgresql://USER@HOST:PORT/DATABASE (on a PostgreSQL server; the
+    /// password from PGPASSWORD, or in the URI, which is never written or printed)
     #[arg(long, value_name = "URI")]
     pub(crate) catalog: Option<String>,
 

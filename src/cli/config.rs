@@ -287,7 +287,7 @@ fn catalog_table(
     catalog: Option<String>,
     name: Option<String>,
     common: &Common,
-) -> Result<Option<crate::core::options::CatalogTable>> {
+) -> Result<Option<crate::core::catalog::CatalogTable>> {
     if table_format != TableFormat::Iceberg {
         if catalog.is_some() || name.is_some() {
             return Err(usage(
@@ -314,12 +314,6 @@ fn catalog_table(
              snapshots, e.g. --catalog sqlite:///data/catalog.db",
         ));
     };
-    if !catalog.starts_with("sqlite:///") {
-        return Err(usage(format!(
-            "--catalog {catalog:?}: expected sqlite:///ABSOLUTE/PATH.db (a SQL catalog in a \
-             SQLite file)"
-        )));
-    }
     let name = match name {
         Some(name) => name,
         None => {
@@ -339,7 +333,9 @@ fn catalog_table(
             )))
         }
     }
-    Ok(Some(crate::core::options::CatalogTable { catalog, name }))
+    crate::core::catalog::CatalogTable::new(&catalog, name)
+        .map(Some)
+        .map_err(|e| usage(e.to_string()))
 }
 
 /// Checks and resolves the parsed flags (and the job file they name).

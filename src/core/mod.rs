@@ -5,6 +5,7 @@
 pub(crate) mod bad_input;
 pub(crate) mod batch;
 pub(crate) mod canonical;
+pub(crate) mod catalog;
 pub(crate) mod counters;
 pub(crate) mod error;
 pub(crate) mod expr;

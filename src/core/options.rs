@@ -2,6 +2,7 @@
 //! (clap's `ValueEnum`), job files and the journal store them (serde), and everything
 //! below the command line reads them from here, never from `cli.rs`.
 
+use crate::core::catalog::CatalogTable;
 use crate::core::spec::{SchemaSpec, StageSpec};
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
@@ -43,15 +44,6 @@ pub(crate) enum TableFormat {
     /// An Apache Iceberg table: a file is in the table once a snapshot committed through
     /// its catalog (--catalog) names it
     Iceberg,
-}
-
-/// An Iceberg table's catalog (`sqlite:///ABS/PATH.db`) and the table's name there
-/// (`NAMESPACE.NAME`). Journaled with the run and recorded in the table's contract, so
-/// that recovery, `--status` and `--abort` reach the same table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct CatalogTable {
-    pub(crate) catalog: String,
-    pub(crate) name: String,
 }
 
 /// Write modes.

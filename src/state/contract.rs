@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::core::options::CatalogTable;
+use crate::core::catalog::CatalogTable;
 use crate::core::options::Compression;
 use crate::core::options::Evolve;
 use crate::core::options::Format;

@@ -1,7 +1,8 @@
 //! An Apache Iceberg table (`--table-format iceberg`, issue 43): the same two-phase
 //! commit, with a snapshot committed through the table's catalog as the thing that
-//! makes files visible, written without the `iceberg` crate (see below). A table of
-//! one host for now: its directory on a filesystem, its catalog a SQLite file.
+//! makes files visible, written without the `iceberg` crate (see below). The table's
+//! directory is on a filesystem (local or shared); its catalog a SQLite file or a
+//! PostgreSQL server (`catalog/`).
 //!
 //! ```text
 //! preCommit   staged Parquet files fsynced (or uploaded)                 (as for any table)
@@ -44,8 +45,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::{bail, Context, Result};
 
 use super::{Begun, Format, Journaled};
+use crate::core::catalog::CatalogTable;
 use crate::core::layout::JobLayout;
-use crate::core::options::{CatalogTable, Evolve, Mode, RunOptions};
+use crate::core::options::{Evolve, Mode, RunOptions};
 use crate::core::protocol::StagedFile;
 use crate::core::records::{Checkpoint, Record, RunLog, RunStarted};
 use crate::core::schema::Schema;

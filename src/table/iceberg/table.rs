@@ -11,13 +11,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use super::catalog::{SqlCatalog, TableName};
+use super::catalog::{self, Catalog, TableName};
 use super::metadata::TableMetadata;
-use crate::core::options::CatalogTable;
+use crate::core::catalog::CatalogTable;
 use crate::core::sys::fsutil;
 
 /// The name `ingest` registers its tables under in a SQL catalog: pyiceberg reads them
-/// with `SqlCatalog("ingest", uri=...)`.
+/// with `SqlCatalog("ingest", uri=...)`, Java's `JdbcCatalog` as catalog `ingest`.
 pub(crate) const CATALOG_NAME: &str = "ingest";
 
 /// A table's metadata as its catalog names it now: the file's location and its content.
@@ -28,7 +28,7 @@ pub(crate) struct Current {
 
 /// An Iceberg table of a run: where its files go and the catalog that commits it.
 pub(crate) struct Table {
-    catalog: SqlCatalog,
+    catalog: Box<dyn Catalog>,
     pub(crate) name: TableName,
     /// The table's directory, absolute: its location.
     pub(crate) dir: PathBuf,
@@ -40,7 +40,7 @@ impl Table {
         let dir = std::fs::canonicalize(dir)
             .with_context(|| format!("cannot resolve the table directory {}", dir.display()))?;
         Ok(Table {
-            catalog: SqlCatalog::open(&target.catalog, CATALOG_NAME)?,
+            catalog: catalog::open(target, CATALOG_NAME)?,
             name: TableName::parse(&target.name)?,
             dir,
         })

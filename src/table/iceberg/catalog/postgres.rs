@@ -1,0 +1,283 @@
+//! The SQL catalog on a PostgreSQL server (`--catalog postgresql://USER@HOST:PORT/DB`):
+//! the same tables as in a SQLite file, reached by every host that reaches the server.
+//!
+//! The password comes from the URI as this process was given it or from `PGPASSWORD`
+//! (a recovery or `--abort` in another process, whose journal holds the URI without
+//! it), and is never printed: messages name the catalog by the URI without it.
+//!
+//! Every session sets `synchronous_commit = on`, whatever the server's default: the
+//! reply to a swap then comes only once its commit record is flushed to the server's
+//! write-ahead log, and a commit becomes visible to other sessions only after that flush,
+//! so what the catalog shows (our own commits, found again after a crash) is durable.
+//! Waits are bounded (connecting, locks, statements, a silent network), so a lost server
+//! fails the run, never hangs it; a connection lost mid-commit is opened again for the
+//! caller's next look at the table, which decides whether the commit landed.
+
+use std::cell::{Cell, RefCell};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use postgres::config::SslMode;
+use postgres::{Client, Config, NoTls};
+
+use super::{Catalog, TableName, CREATE_TABLES};
+use crate::core::catalog::CatalogTable;
+
+/// How long connecting, a lock wait, or a silent connection may take before failing.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+const SESSION: &str = "SET synchronous_commit = on;
+     SET lock_timeout = '30s';
+     SET statement_timeout = '60s';";
+const TCP_USER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// An arbitrary constant: the advisory lock under which a first writer creates the
+/// catalog's tables, so that writers starting at once do not race `CREATE TABLE`.
+const CREATE_LOCK: i64 = 0x1ce_be29_ca7a;
+
+/// A SQL catalog on a PostgreSQL server.
+pub(crate) struct PgCatalog {
+    client: RefCell<Client>,
+    /// The last statement failed without an answer from the server: open a new
+    /// connection before the next.
+    lost: Cell<bool>,
+    config: Config,
+    /// The URI without its password, as messages name the catalog.
+    shown: String,
+    /// The catalog's name: rows of other catalogs in the same database are not ours.
+    catalog: String,
+}
+
+impl PgCatalog {
+    /// Connects to the server `target` names and creates the catalog's tables if the
+    /// database has none yet.
+    pub(crate) fn open(target: &CatalogTable, catalog: &str) -> Result<PgCatalog> {
+        let shown = target.catalog.clone();
+        let mut config: Config = target
+            .connect_uri()
+            .parse()
+            .with_context(|| format!("--catalog {shown:?} is not a PostgreSQL URI"))?;
+        if config.get_password().is_none() {
+            if let Some(password) = std::env::var_os("PGPASSWORD") {
+                config.password(password.as_encoded_bytes());
+            }
+        }
+        if config.get_ssl_mode() == SslMode::Require {
+            bail!(
+                "--catalog {shown:?}: sslmode=require, and ingest connects to a PostgreSQL \
+                 catalog without TLS for now (reach the server over a trusted network or a \
+                 tunnel, with sslmode=disable or prefer)"
+            );
+        }
+        config
+            .application_name("ingest")
+            .connect_timeout(CONNECT_TIMEOUT)
+            .keepalives_idle(CONNECT_TIMEOUT)
+            .tcp_user_timeout(TCP_USER_TIMEOUT);
+        let mut client = connect(&config, &shown)?;
+        let present: bool = client
+            .query_one(
+                "SELECT to_regclass('iceberg_tables') IS NOT NULL
+                    AND to_regclass('iceberg_namespace_properties') IS NOT NULL",
+                &[],
+            )
+            .and_then(|row| row.try_get(0))
+            .with_context(|| format!("cannot read the PostgreSQL catalog {shown}"))?;
+        if !present {
+            // One implicit transaction: the lock is held until the tables exist.
+            client
+                .batch_execute(&format!(
+                    "SELECT pg_advisory_xact_lock({CREATE_LOCK}); {CREATE_TABLES}"
+                ))
+                .with_context(|| {
+                    format!("cannot create the catalog's tables in the PostgreSQL catalog {shown}")
+                })?;
+        }
+        Ok(PgCatalog {
+            client: RefCell::new(client),
+            lost: Cell::new(false),
+            config,
+            shown,
+            catalog: catalog.to_string(),
+        })
+    }
+
+    /// Runs `f` on the connection, opened again first if it was lost. A statement that
+    /// only reads (`reads`) is run once more on a new connection if the first one was
+    /// lost under it; one that writes never is: whether it landed is for the caller to
+    /// find out.
+    fn with<T>(
+        &self,
+        what: &str,
+        reads: bool,
+        f: impl Fn(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T> {
+        let mut client = self.client.borrow_mut();
+        let mut result = self.on_connection(&mut client, &f)?;
+        if reads && self.lost.get() {
+            result = self.on_connection(&mut client, &f)?;
+        }
+        result.with_context(|| format!("{what} in the PostgreSQL catalog {}", self.shown))
+    }
+
+    fn on_connection<T>(
+        &self,
+        client: &mut Client,
+        f: &impl Fn(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<Result<T, postgres::Error>> {
+        if self.lost.get() || client.is_closed() {
+            *client = connect(&self.config, &self.shown)?;
+            self.lost.set(false);
+        }
+        let result = f(client);
+        // An error the server did not send (a reset, a timeout): the connection is gone.
+        if let Err(e) = &result {
+            self.lost.set(e.as_db_error().is_none());
+        }
+        Ok(result)
+    }
+}
+
+fn connect(config: &Config, shown: &str) -> Result<Client> {
+    let mut client = config.connect(NoTls).with_context(|| {
+        let hint = if config.get_password().is_none() {
+            " with no password (the journal and the table keep the catalog's URI without \
+             its password: give it in PGPASSWORD)"
+        } else {
+            ""
+        };
+        format!("cannot connect to the PostgreSQL catalog {shown}{hint}")
+    })?;
+    client
+        .batch_execute(SESSION)
+        .with_context(|| format!("cannot set up a session of the PostgreSQL catalog {shown}"))?;
+    Ok(client)
+}
+
+impl Catalog for PgCatalog {
+    fn load(&self, table: &TableName) -> Result<Option<String>> {
+        let row = self.with("cannot look up the table", true, |client| {
+            client.query_opt(
+                "SELECT metadata_location FROM iceberg_tables
+                 WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3",
+                &[&self.catalog, &table.namespace, &table.name],
+            )
+        })?;
+        match row {
+            Some(row) => Ok(row.try_get::<_, Option<String>>(0)?),
+            None => Ok(None),
+        }
+    }
+
+    fn create(&self, table: &TableName, metadata: &str) -> Result<bool> {
+        self.with("cannot register the table", false, |client| {
+            let mut tx = client.transaction()?;
+            let added = tx.execute(
+                "INSERT INTO iceberg_tables
+                 (catalog_name, table_namespace, table_name, metadata_location,
+                  previous_metadata_location, iceberg_type)
+                 VALUES ($1, $2, $3, $4, NULL, 'TABLE')
+                 ON CONFLICT DO NOTHING",
+                &[&self.catalog, &table.namespace, &table.name, &metadata],
+            )?;
+            // The namespace exists for every reader of the catalog, as pyiceberg records it.
+            tx.execute(
+                "INSERT INTO iceberg_namespace_properties
+                 (catalog_name, namespace, property_key, property_value)
+                 VALUES ($1, $2, 'exists', 'true')
+                 ON CONFLICT DO NOTHING",
+                &[&self.catalog, &table.namespace],
+            )?;
+            tx.commit()?;
+            Ok(added == 1)
+        })
+    }
+
+    /// Nothing to do: a commit is visible only once flushed (see the module's comment).
+    fn settle(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn swap(&self, table: &TableName, expected: &str, new: &str) -> Result<bool> {
+        let changed = self.with("cannot commit", false, |client| {
+            client.execute(
+                "UPDATE iceberg_tables
+                 SET metadata_location = $5, previous_metadata_location = $4
+                 WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3
+                   AND metadata_location = $4",
+                &[
+                    &self.catalog,
+                    &table.namespace,
+                    &table.name,
+                    &expected,
+                    &new,
+                ],
+            )
+        })?;
+        Ok(changed == 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The test environment's PostgreSQL server (`.ci/pg-store`), or `None` with the
+    /// reason printed.
+    fn server() -> Option<String> {
+        let uri = std::env::var("INGEST_TEST_PG_URI").ok();
+        if uri.is_none() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "no PostgreSQL server under CI; run the tests through .ci/test"
+            );
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped: no INGEST_TEST_PG_URI (.ci/test starts a PostgreSQL server)"
+            );
+        }
+        uri
+    }
+
+    fn catalog(uri: &str, name: &str) -> PgCatalog {
+        let target = CatalogTable::new(uri, "default.t".into()).unwrap();
+        PgCatalog::open(&target, name).unwrap()
+    }
+
+    #[test]
+    fn a_swap_lands_only_on_the_metadata_it_was_made_on() {
+        let Some(uri) = server() else { return };
+        // A table name of this test alone: the server is shared by every test.
+        let t = TableName::parse(&format!("unit.swap{}", std::process::id())).unwrap();
+        let (a, b) = (catalog(&uri, "ingest"), catalog(&uri, "ingest"));
+        let elsewhere = catalog(&uri, "elsewhere");
+        super::super::tests::swaps_land_only_on_the_metadata_they_were_made_on(
+            &a, &b, &elsewhere, &t,
+        );
+        // A connection the server dropped is opened again for the next statement.
+        a.with("", false, |client| {
+            client.batch_execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        })
+        .unwrap_err();
+        assert_eq!(a.load(&t).unwrap().as_deref(), Some("m3b"));
+    }
+
+    #[test]
+    fn a_wrong_password_or_a_server_that_is_not_there_is_a_clear_error_without_secrets() {
+        let Some(uri) = server() else { return };
+        // The server's URI names its user (`.ci/pg-store`); the password is wrong.
+        let wrong = uri.replacen('@', ":not-hunter2@", 1);
+        for (given, expect) in [
+            (wrong.as_str(), "cannot connect to the PostgreSQL catalog"),
+            (
+                "postgresql://u:hunter2@127.0.0.1:1/cat",
+                "cannot connect to the PostgreSQL catalog postgresql://u@127.0.0.1:1/cat",
+            ),
+        ] {
+            let target = CatalogTable::new(given, "default.t".into()).unwrap();
+            let err = format!("{:#}", PgCatalog::open(&target, "ingest").err().unwrap());
+            assert!(err.contains(expect), "{err}");
+            assert!(!err.contains("hunter2"), "{err}");
+        }
+    }
+}
