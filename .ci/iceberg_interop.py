@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Interop check for Iceberg tables: readers that are not ours read what `ingest` wrote.
 
-Usage: iceberg_interop.py INGEST_BINARY WORKDIR [postgresql]
+Usage: iceberg_interop.py INGEST_BINARY WORKDIR [postgresql] [s3://BUCKET/PREFIX]
 
 pyiceberg's SqlCatalog on the catalog ingest commits through (a SQLite file, or with
 `postgresql` the database INGEST_TEST_PG_URI names, .ci/pg-store's server, the password
-in PGPASSWORD), DuckDB's Iceberg
+in PGPASSWORD), with the tables in WORKDIR or, given a bucket prefix, in the S3 store
+.ci/s3-store started (INGEST_TEST_S3_*; DuckDB through its httpfs extension), DuckDB's Iceberg
 extension (`iceberg_scan` of the current metadata file) and polars (`scan_iceberg`) read
 each table; the figures they must agree on are computed here from the fixture files with
 Python's csv module, independently of ingest.
@@ -27,18 +28,35 @@ from readback import check, finish, rows_of
 # warns about it on every scan: the plan is the same.
 os.environ.setdefault("POLARS_ICEBERG_PLANNER", "pyiceberg")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-binary, work = sys.argv[1], sys.argv[2]
-if sys.argv[3:] == ["postgresql"]:
+binary, work, modes = sys.argv[1], sys.argv[2], sys.argv[3:]
+base = next((m.rstrip("/") for m in modes if m.startswith("s3://")), None)
+io = {}
+if base:
+    # ingest and pyiceberg reach the bucket with the same credentials, each its own way.
+    endpoint = os.environ["INGEST_TEST_S3_ENDPOINT"]
+    key_id, secret = os.environ["INGEST_TEST_S3_KEY_ID"], os.environ["INGEST_TEST_S3_SECRET"]
+    os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID=key_id,
+                      AWS_SECRET_ACCESS_KEY=secret, AWS_REGION="us-east-1", AWS_ALLOW_HTTP="true",
+                      INGEST_WORK_DIR=os.path.join(work, "iceberg-s3-working-copy"))
+    io = {"s3.endpoint": endpoint, "s3.access-key-id": key_id,
+          "s3.secret-access-key": secret, "s3.region": "us-east-1"}
+if "postgresql" in modes:
     # ingest takes the password from PGPASSWORD, as psql does; SQLAlchemy from the URI.
     uri = os.environ["INGEST_TEST_PG_URI"]
     user, server = uri.removeprefix("postgresql://").split("@", 1)
-    catalog = SqlCatalog("ingest", uri=f"postgresql+psycopg2://{user}:{os.environ['PGPASSWORD']}@{server}")
-    work = os.path.join(work, "iceberg-postgresql")
+    catalog = SqlCatalog("ingest", uri=f"postgresql+psycopg2://{user}:{os.environ['PGPASSWORD']}@{server}",
+                         **io)
+    work = os.path.join(work, "iceberg-postgresql" + ("-s3" if base else ""))
     os.makedirs(work)
 else:
     uri = f"sqlite:///{os.path.join(work, 'iceberg-catalog.db')}"
-    catalog = SqlCatalog("ingest", uri=uri)
-print(f"== catalog {uri}")
+    catalog = SqlCatalog("ingest", uri=uri, **io)
+print(f"== catalog {uri}, tables in {base or work}")
+
+
+def at(name):
+    """Where table `name` goes: under the bucket's prefix, or in WORKDIR."""
+    return f"{base}/{name}" if base else os.path.join(work, name)
 
 con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
 for name in ("avro", "iceberg"):
@@ -47,6 +65,18 @@ for name in ("avro", "iceberg"):
     if not ext:
         sys.exit(f"the {name} extension is not in the duckdb-ext-{name} wheel")
     con.execute(f"LOAD '{ext[0]}'")
+scan_options = {}
+if base:
+    ext = glob.glob(os.path.join(list(duckdb_ext.__path__)[0], "extensions", "*", "*",
+                                 "httpfs.duckdb_extension"))
+    if not ext:
+        sys.exit("the httpfs extension is not in the duckdb-ext-httpfs wheel")
+    con.execute(f"LOAD '{ext[0]}'")
+    con.execute(f"CREATE SECRET (TYPE s3, KEY_ID '{key_id}', SECRET '{secret}', "
+                f"ENDPOINT '{endpoint.removeprefix('http://')}', URL_STYLE 'path', "
+                f"USE_SSL false, REGION 'us-east-1')")
+    # polars hands these to pyiceberg's file IO.
+    scan_options = {"storage_options": io}
 
 
 def ingest(*args, env=None, check_exit=True):
@@ -74,7 +104,7 @@ want = sorted((c, n, s) for c, (n, s) in want.items())
 per_day = sorted(collections.Counter(datetime.date.fromisoformat(r["dt"]) for r in expected).items())
 
 # 1. The orders, typed, deduped, partitioned by country and day, a snapshot per 100 rows.
-table = os.path.join(work, "iceberg-orders")
+table = at("iceberg-orders")
 ingest("--target", table, "--table-format", "iceberg", "--catalog", uri,
        "--table-name", "sales.orders", "--partition-by", "country,dt",
        "--dedupe-key", "order_id", "--cast", "order_id=int", "--cast", "amount=decimal(12,2)",
@@ -124,14 +154,14 @@ by = frame.group_by("country").agg(pl.len().alias("n"), pl.col("amount").sum().a
 check("polars scan_iceberg: per-country count and sum(amount)",
       [(c, n, decimal.Decimal(str(s)).quantize(decimal.Decimal("0.01"))) for c, n, s in by.iter_rows()],
       [(c, n, s.quantize(decimal.Decimal("0.01"))) for c, n, s in want])
-check("polars scan_iceberg of the metadata file: row count", pl.scan_iceberg(meta).collect().height,
+check("polars scan_iceberg of the metadata file: row count", pl.scan_iceberg(meta, **scan_options).collect().height,
       len(expected))
 
 # 2. Nulls stay nulls: empty fields of typed columns, an empty partition value.
 nulls_csv = os.path.join(work, "iceberg-nulls.csv")
 with open(nulls_csv, "w", newline="") as fh:
     fh.write("id,qty,price,day,flag,p\n1,3,1.25,2026-11-28,true,a\n2,,,,,\n3,5,,2026-11-30,false,a\n")
-ingest("--target", os.path.join(work, "iceberg-nulls"), "--table-format", "iceberg",
+ingest("--target", at("iceberg-nulls"), "--table-format", "iceberg",
        "--catalog", uri, "--partition-by", "p", "--cast", "id=int", "--cast", "qty=int",
        "--cast", "price=decimal(9,2)", "--cast", "day=date", "--cast", "flag=bool", "--quiet", nulls_csv)
 rows = sorted(catalog.load_table("default.iceberg-nulls").scan().to_arrow().to_pylist(),
@@ -148,7 +178,7 @@ check("duckdb iceberg_scan: nulls",
 
 # 3. A crashed run: readers never see a checkpoint before its commit; a lost reply is
 #    never committed twice; recovery finishes the table.
-crashed = os.path.join(work, "iceberg-crashed")
+crashed = at("iceberg-crashed")
 load = [binary, "--target", crashed, "--table-format", "iceberg", "--catalog", uri,
         "--partition-by", "dt", "--checkpoint-rows", "100", "--quiet", orders]
 env = dict(os.environ, INGEST_FAIL_POINT="iceberg.commit.before:3")
@@ -160,7 +190,7 @@ t = catalog.load_table("default.iceberg-crashed")
 check("after --recover: every row once", t.scan().to_arrow().num_rows, len(all_rows))
 check("after --recover: one snapshot per checkpoint", len(t.snapshots()), checkpoints)
 
-lost = os.path.join(work, "iceberg-lost-reply")
+lost = at("iceberg-lost-reply")
 env = dict(os.environ, INGEST_FAIL_POINT="iceberg.commit.written:2")
 subprocess.run([a if a != crashed else lost for a in load], env=env, capture_output=True)
 ingest("--target", lost, "--recover", "--quiet")
@@ -171,7 +201,7 @@ check("a commit made and never acknowledged: made once",
 
 # 4. --abort takes a crashed run's committed rows out in one delete snapshot; the
 #    snapshots before it still read as they did.
-aborted = os.path.join(work, "iceberg-aborted")
+aborted = at("iceberg-aborted")
 env = dict(os.environ, INGEST_FAIL_POINT="checkpoint.committed.after:2")
 subprocess.run([a if a != crashed else aborted for a in load], env=env, capture_output=True)
 check("crash after two commits: readers see them",
@@ -252,4 +282,4 @@ check("duckdb iceberg_scan of both writers' rows",
       con.sql(f"SELECT count(*) FROM iceberg_scan('{meta}')").fetchone()[0],
       len(after) + extra.num_rows + len(fix_rows))
 
-finish(f"iceberg interop ({uri.split(':')[0]} catalog)")
+finish(f"iceberg interop ({uri.split(':')[0]} catalog, tables in {base or 'a directory'})")

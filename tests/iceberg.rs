@@ -79,9 +79,8 @@ fn field<'a>(record: &'a Value, name: &str) -> &'a Value {
     }
 }
 
-fn avro_records(path: &str) -> Vec<Value> {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    apache_avro::Reader::new(&bytes[..])
+fn avro_records(bytes: &[u8]) -> Vec<Value> {
+    apache_avro::Reader::new(bytes)
         .unwrap()
         .map(|r| r.unwrap())
         .collect()
@@ -163,6 +162,15 @@ impl TestCatalog {
         Some(TestCatalog::Postgres(format!("{server}/{name}")))
     }
 
+    /// The catalog `--catalog URI` names (a table's contract records it).
+    #[cfg_attr(not(feature = "s3"), allow(dead_code))] // read by the bucket tests
+    pub fn from_uri(uri: &str) -> TestCatalog {
+        match uri.strip_prefix("sqlite://") {
+            Some(db) => TestCatalog::sqlite(Path::new(db)),
+            None => TestCatalog::Postgres(uri.to_string()),
+        }
+    }
+
     /// `--catalog`.
     pub fn uri(&self) -> String {
         match self {
@@ -186,7 +194,7 @@ impl TestCatalog {
     }
 
     /// The current metadata file of table `namespace.name` of the `ingest` catalog.
-    fn location(&self, name: &str) -> Option<String> {
+    pub fn location(&self, name: &str) -> Option<String> {
         let (namespace, table) = name.rsplit_once('.').unwrap();
         let query = "SELECT metadata_location FROM iceberg_tables
              WHERE catalog_name = 'ingest' AND table_namespace = $1 AND table_name = $2";
@@ -238,8 +246,15 @@ impl TestCatalog {
 
 /// The table whose current metadata file is `location`, read file by file.
 fn read_table(location: &str) -> Option<IcebergTable> {
-    let metadata: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(location).unwrap()).unwrap();
+    read_table_with(location, &|path| {
+        std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    })
+}
+
+/// The table whose current metadata file is `location`, each file's bytes from `fetch`
+/// (given the location the table names it by).
+pub fn read_table_with(location: &str, fetch: &dyn Fn(&str) -> Vec<u8>) -> Option<IcebergTable> {
+    let metadata: serde_json::Value = serde_json::from_slice(&fetch(location)).unwrap();
     let mut out = IcebergTable {
         properties: serde_json::from_value(metadata["properties"].clone()).unwrap_or_default(),
         ..IcebergTable::default()
@@ -275,7 +290,7 @@ fn read_table(location: &str) -> Option<IcebergTable> {
         .iter()
         .map(|f| f["name"].as_str().unwrap().to_string())
         .collect();
-    for manifest in avro_records(current["manifest-list"].as_str().unwrap()) {
+    for manifest in avro_records(&fetch(current["manifest-list"].as_str().unwrap())) {
         let Value::String(path) = field(&manifest, "manifest_path") else {
             panic!("no manifest_path")
         };
@@ -286,7 +301,7 @@ fn read_table(location: &str) -> Option<IcebergTable> {
                 "{path}: a manifest of snapshot {id} with another sequence number"
             );
         }
-        for entry in avro_records(path) {
+        for entry in avro_records(&fetch(path)) {
             if field(&entry, "status") == &Value::Int(2) {
                 continue;
             }

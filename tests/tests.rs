@@ -36,6 +36,8 @@ mod run_state;
 mod s3;
 #[cfg(all(feature = "s3", feature = "delta"))]
 mod s3_delta;
+#[cfg(all(feature = "s3", feature = "iceberg"))]
+mod s3_iceberg;
 #[cfg(feature = "s3")]
 mod s3_table;
 mod scripting;

@@ -302,12 +302,6 @@ fn catalog_table(
             "--table-format iceberg: this ingest was built without the `iceberg` feature",
         ));
     }
-    if let Some(url) = &common.remote {
-        return Err(usage(format!(
-            "--table-format iceberg: an Iceberg table in a bucket ({url}) is not supported \
-             yet; give a directory as --target"
-        )));
-    }
     let Some(catalog) = catalog else {
         return Err(usage(
             "--table-format iceberg needs --catalog: the catalog that commits the table's \
@@ -317,12 +311,19 @@ fn catalog_table(
     let name = match name {
         Some(name) => name,
         None => {
-            let last = common
-                .table
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            format!("default.{last}")
+            let last = match &common.remote {
+                Some(url) => url
+                    .key
+                    .trim_end_matches('/')
+                    .rsplit('/')
+                    .next()
+                    .map(str::to_string),
+                None => common
+                    .table
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned()),
+            };
+            format!("default.{}", last.unwrap_or_default())
         }
     };
     match name.rsplit_once('.') {

@@ -19,7 +19,7 @@ use anyhow::{bail, Context, Result};
 use super::manifest::{self, DataFile, ManifestFile};
 use super::metadata::{Snapshot, TableMetadata};
 use super::rewrite::{self, Counts, LiveFile};
-use super::table::{local_path, Table};
+use super::table::Table;
 use crate::core::schema::ColumnType;
 use crate::core::sys::failpoint;
 
@@ -271,13 +271,13 @@ fn snapshot(
 ) -> Result<(TableMetadata, Counts)> {
     let mut next = metadata.clone();
     let sequence = metadata.last_sequence_number + 1;
-    let parent_manifests = current_manifests(metadata)?;
+    let parent_manifests = current_manifests(table, metadata)?;
     let uuid = uuid::Uuid::new_v4();
     let mut manifests = Vec::with_capacity(parent_manifests.len() + 1);
     let mut removed = Counts::default();
     for (i, parent) in parent_manifests.into_iter().enumerate() {
         let rewritten = match change.remove {
-            Some(remove) => rewrite::rewrite(&parent, id, sequence, remove)?,
+            Some(remove) => rewrite::rewrite(table, &parent, id, sequence, remove)?,
             None => None,
         };
         let Some((bytes, mut entry, counts)) = rewritten else {
@@ -368,7 +368,10 @@ fn snapshot(
 }
 
 /// The manifests of the table's current snapshot (none before its first).
-pub(crate) fn current_manifests(metadata: &TableMetadata) -> Result<Vec<ManifestFile>> {
+pub(crate) fn current_manifests(
+    table: &Table,
+    metadata: &TableMetadata,
+) -> Result<Vec<ManifestFile>> {
     let Some(current) = metadata.current_snapshot_id else {
         return Ok(Vec::new());
     };
@@ -377,8 +380,7 @@ pub(crate) fn current_manifests(metadata: &TableMetadata) -> Result<Vec<Manifest
         .iter()
         .find(|s| s.snapshot_id == current)
         .context("the current snapshot is not among the table's snapshots")?;
-    let bytes = std::fs::read(local_path(&snapshot.manifest_list))
-        .with_context(|| format!("cannot read {}", snapshot.manifest_list))?;
+    let bytes = table.read(&snapshot.manifest_list)?;
     manifest::read_manifest_list(&bytes)
 }
 

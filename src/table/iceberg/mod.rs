@@ -1,8 +1,8 @@
 //! An Apache Iceberg table (`--table-format iceberg`, issue 43): the same two-phase
 //! commit, with a snapshot committed through the table's catalog as the thing that
-//! makes files visible, written without the `iceberg` crate (see below). The table's
-//! directory is on a filesystem (local or shared); its catalog a SQLite file or a
-//! PostgreSQL server (`catalog/`).
+//! makes files visible, written without the `iceberg` crate (see below). The table is a
+//! directory (on a local or shared filesystem) or a bucket prefix; its catalog a SQLite
+//! file or a PostgreSQL server (`catalog/`).
 //!
 //! ```text
 //! preCommit   staged Parquet files fsynced (or uploaded)                 (as for any table)
@@ -18,6 +18,10 @@
 //!             5. the catalog's compare-and-swap of the metadata location  (visible)
 //!             6. Committed(n) in the journal
 //! ```
+//!
+//! In a bucket (`-t s3://…`), step 1 completes the files' multipart uploads under their
+//! keys (as for any table in a bucket) and steps 2 to 4 are put-if-absent objects,
+//! durable once the store acknowledges them (`table.rs`); nothing is fsynced.
 //!
 //! A checkpoint's snapshot id is derived from (job, run, checkpoint), so a commit whose
 //! reply was lost is found again by id and marker in the ancestry, never made twice: on
@@ -73,7 +77,7 @@ pub(crate) fn status(
     layout: &JobLayout,
     target: &CatalogTable,
 ) -> Result<Option<(i64, Option<String>)>> {
-    let table = Table::open(target, &layout.table)?;
+    let table = Table::open(target, layout)?;
     Ok(table.current()?.and_then(|current| {
         let checkpoint = current
             .metadata
@@ -186,10 +190,11 @@ fn merged_away(
     log: &RunLog,
 ) -> Result<Option<String>> {
     let location = table.location()?;
-    let live: BTreeSet<String> = rewrite::live_files(&commit::current_manifests(metadata)?)?
-        .into_iter()
-        .map(|f| f.path)
-        .collect();
+    let live: BTreeSet<String> =
+        rewrite::live_files(table, &commit::current_manifests(table, metadata)?)?
+            .into_iter()
+            .map(|f| f.path)
+            .collect();
     let mut gone = 0;
     for checkpoint in &log.checkpoints {
         let marker = commit::Marker {
@@ -232,7 +237,7 @@ impl Format for Iceberg {
         schema: &Schema,
         _evolve: Evolve,
     ) -> Result<Begun> {
-        let table = Table::open(target(&run.options)?, &layout.table)?;
+        let table = Table::open(target(&run.options)?, layout)?;
         let partition_by = &run.options.partition_by;
         let (metadata, create) = match table.current()? {
             Some(current) => (current.metadata, None),
@@ -260,7 +265,7 @@ impl Format for Iceberg {
             // partitions when the run finishes (`replace_partitions`).
             return Ok(());
         }
-        let table = Table::open(target(&run.options)?, &layout.table)?;
+        let table = Table::open(target(&run.options)?, layout)?;
         let marker = commit::Marker {
             job: &layout.job,
             run: &run.run_id,
@@ -288,7 +293,7 @@ impl Format for Iceberg {
             return Ok(());
         }
         let run = &log.started;
-        let table = Table::open(target(&run.options)?, &layout.table)?;
+        let table = Table::open(target(&run.options)?, layout)?;
         let add = data_files(&log.checkpoints, &run.options.partition_by)?;
         let last = log
             .checkpoints
@@ -342,7 +347,7 @@ impl Format for Iceberg {
         log: &RunLog,
         files: &[&StagedFile],
     ) -> Result<Option<(u64, u64)>> {
-        let table = Table::open(target(&log.started.options)?, &layout.table)?;
+        let table = Table::open(target(&log.started.options)?, layout)?;
         let Some(current) = table.current()? else {
             // Nothing of the run is in the table: its published files go as a Hive
             // table's do.
@@ -390,7 +395,7 @@ impl Format for Iceberg {
         if log.aborting {
             return Ok(None);
         }
-        let table = Table::open(target(&log.started.options)?, &layout.table)?;
+        let table = Table::open(target(&log.started.options)?, layout)?;
         let Some(current) = table.current()? else {
             return Ok(None);
         };

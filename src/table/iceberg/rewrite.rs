@@ -13,7 +13,7 @@ use apache_avro::types::Value;
 use apache_avro::{Reader, Writer};
 
 use super::manifest::ManifestFile;
-use super::table::local_path;
+use super::table::Table;
 
 const EXISTING: i32 = 0;
 const ADDED: i32 = 1;
@@ -97,11 +97,10 @@ fn live_file(entry: &[(String, Value)]) -> Result<(i32, LiveFile)> {
 }
 
 /// The live data files of the manifests of a snapshot (`manifests`, its manifest list).
-pub(crate) fn live_files(manifests: &[ManifestFile]) -> Result<Vec<LiveFile>> {
+pub(crate) fn live_files(table: &Table, manifests: &[ManifestFile]) -> Result<Vec<LiveFile>> {
     let mut out = Vec::new();
     for manifest in manifests {
-        let bytes = std::fs::read(local_path(&manifest.path))
-            .with_context(|| format!("cannot read {}", manifest.path))?;
+        let bytes = table.read(&manifest.path)?;
         for entry in Reader::new(&bytes[..]).context("a manifest")? {
             let Value::Record(entry) = entry.context("a manifest entry")? else {
                 bail!("{}: an entry is not a record", manifest.path);
@@ -120,13 +119,13 @@ pub(crate) fn live_files(manifests: &[ManifestFile]) -> Result<Vec<LiveFile>> {
 /// manifest is carried over). Returns the new manifest's bytes, its manifest list entry
 /// (path and length left for the caller to fill in) and what it deleted.
 pub(crate) fn rewrite(
+    table: &Table,
     manifest: &ManifestFile,
     snapshot_id: i64,
     sequence: i64,
     remove: &dyn Fn(&LiveFile) -> bool,
 ) -> Result<Option<(Vec<u8>, ManifestFile, Counts)>> {
-    let bytes = std::fs::read(local_path(&manifest.path))
-        .with_context(|| format!("cannot read {}", manifest.path))?;
+    let bytes = table.read(&manifest.path)?;
     let reader = Reader::new(&bytes[..]).context("a manifest")?;
     let schema = reader.writer_schema().clone();
     let user_metadata = reader.user_metadata().clone();
