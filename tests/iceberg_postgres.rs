@@ -171,3 +171,48 @@ fn a_catalog_server_that_cannot_be_reached_fails_the_load_before_anything_is_wri
     assert!(!w.path("t/country=US").exists());
     assert_nowhere("hunter2", &w.path(""), &[&out.stdout]);
 }
+
+#[test]
+fn sslmode_require_loads_over_tls_and_refuses_a_server_no_trusted_ca_vouches_for() {
+    let Some(catalog) = TestCatalog::postgres() else {
+        return;
+    };
+    let ca = std::env::var("INGEST_TEST_PG_CA").expect(".ci/pg-store exports it");
+    let uri = format!("{}?sslmode=require", catalog.uri());
+    let w = Workdir::new();
+    w.fixture("orders");
+    let load = [
+        "-t",
+        "t",
+        "--table-format",
+        "iceberg",
+        "--catalog",
+        &uri,
+        "-p",
+        "country",
+        "orders",
+    ];
+    // The system's CAs never signed the test server's certificate.
+    let refused = w
+        .cmd()
+        .env_remove("PGSSLROOTCERT")
+        .args(load)
+        .output()
+        .unwrap();
+    assert_code(&refused, 1);
+    assert!(
+        stderr(&refused).contains("cannot connect to the PostgreSQL catalog"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(catalog.table("default.t").is_none());
+    let out = w
+        .cmd()
+        .env("PGSSLROOTCERT", &ca)
+        .args(load)
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let want = as_typed_by_contract(&w.path("t"), input_rows(&[w.path("orders")]));
+    assert_same_rows(catalog.rows("default.t"), want, "over TLS");
+}

@@ -5,6 +5,10 @@
 //! (a recovery or `--abort` in another process, whose journal holds the URI without
 //! it), and is never printed: messages name the catalog by the URI without it.
 //!
+//! `sslmode=require` connects over TLS and verifies the server's certificate against
+//! `PGSSLROOTCERT` or the system's CAs; otherwise (`disable`, `prefer`, the default)
+//! the connection is plain, for servers on a trusted network.
+//!
 //! Every session sets `synchronous_commit = on`, whatever the server's default: the
 //! reply to a swap then comes only once its commit record is flushed to the server's
 //! write-ahead log, and a commit becomes visible to other sessions only after that flush,
@@ -14,11 +18,14 @@
 //! caller's next look at the table, which decides whether the commit landed.
 
 use std::cell::{Cell, RefCell};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use postgres::config::SslMode;
 use postgres::{Client, Config, NoTls};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::{Catalog, TableName, CREATE_TABLES};
 use crate::core::catalog::CatalogTable;
@@ -41,6 +48,8 @@ pub(crate) struct PgCatalog {
     /// connection before the next.
     lost: Cell<bool>,
     config: Config,
+    /// `sslmode=require`: TLS, the server's certificate verified.
+    tls: Option<MakeRustlsConnect>,
     /// The URI without its password, as messages name the catalog.
     shown: String,
     /// The catalog's name: rows of other catalogs in the same database are not ours.
@@ -51,6 +60,14 @@ impl PgCatalog {
     /// Connects to the server `target` names and creates the catalog's tables if the
     /// database has none yet.
     pub(crate) fn open(target: &CatalogTable, catalog: &str) -> Result<PgCatalog> {
+        let root = std::env::var_os("PGSSLROOTCERT")
+            .filter(|path| !path.is_empty())
+            .map(PathBuf::from);
+        PgCatalog::open_with(target, catalog, root)
+    }
+
+    /// [`PgCatalog::open`], with `root` as the CA certificates of `sslmode=require`.
+    fn open_with(target: &CatalogTable, catalog: &str, root: Option<PathBuf>) -> Result<PgCatalog> {
         let shown = target.catalog.clone();
         let mut config: Config = target
             .connect_uri()
@@ -61,19 +78,16 @@ impl PgCatalog {
                 config.password(password.as_encoded_bytes());
             }
         }
-        if config.get_ssl_mode() == SslMode::Require {
-            bail!(
-                "--catalog {shown:?}: sslmode=require, and ingest connects to a PostgreSQL \
-                 catalog without TLS for now (reach the server over a trusted network or a \
-                 tunnel, with sslmode=disable or prefer)"
-            );
-        }
+        let tls = match config.get_ssl_mode() {
+            SslMode::Require => Some(tls(root, &shown)?),
+            _ => None,
+        };
         config
             .application_name("ingest")
             .connect_timeout(CONNECT_TIMEOUT)
             .keepalives_idle(CONNECT_TIMEOUT)
             .tcp_user_timeout(TCP_USER_TIMEOUT);
-        let mut client = connect(&config, &shown)?;
+        let mut client = connect(&config, tls.as_ref(), &shown)?;
         let present: bool = client
             .query_one(
                 "SELECT to_regclass('iceberg_tables') IS NOT NULL
@@ -96,6 +110,7 @@ impl PgCatalog {
             client: RefCell::new(client),
             lost: Cell::new(false),
             config,
+            tls,
             shown,
             catalog: catalog.to_string(),
         })
@@ -125,7 +140,7 @@ impl PgCatalog {
         f: &impl Fn(&mut Client) -> Result<T, postgres::Error>,
     ) -> Result<Result<T, postgres::Error>> {
         if self.lost.get() || client.is_closed() {
-            *client = connect(&self.config, &self.shown)?;
+            *client = connect(&self.config, self.tls.as_ref(), &self.shown)?;
             self.lost.set(false);
         }
         let result = f(client);
@@ -137,9 +152,65 @@ impl PgCatalog {
     }
 }
 
-fn connect(config: &Config, shown: &str) -> Result<Client> {
-    let mut client = config.connect(NoTls).with_context(|| {
-        let hint = if config.get_password().is_none() {
+/// TLS for `sslmode=require`, verifying the server's certificate (as libpq's
+/// `verify-full` does) against `root` (`PGSSLROOTCERT`, a PEM file) or else the
+/// system's CA certificates: a catalog's swaps decide what a table holds, so a server
+/// that cannot prove who it is is not one to commit through.
+fn tls(root: Option<PathBuf>, shown: &str) -> Result<MakeRustlsConnect> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let mut roots = rustls::RootCertStore::empty();
+    match &root {
+        Some(path) => {
+            let certs = CertificateDer::pem_file_iter(path)
+                .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+                .with_context(|| {
+                    format!(
+                        "PGSSLROOTCERT {}: cannot read its certificates",
+                        path.display()
+                    )
+                })?;
+            for cert in certs {
+                roots.add(cert).with_context(|| {
+                    format!(
+                        "PGSSLROOTCERT {}: a certificate is not valid",
+                        path.display()
+                    )
+                })?;
+            }
+        }
+        None => {
+            for cert in rustls_native_certs::load_native_certs().certs {
+                // One unusable system certificate does not make the others unusable.
+                let _ = roots.add(cert);
+            }
+        }
+    }
+    if roots.is_empty() {
+        bail!(
+            "--catalog {shown:?}: sslmode=require, and no CA certificate to verify the \
+             server with (set PGSSLROOTCERT to the CA's PEM file)"
+        );
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS")?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(MakeRustlsConnect::new(config))
+}
+
+fn connect(config: &Config, tls: Option<&MakeRustlsConnect>, shown: &str) -> Result<Client> {
+    let connected = match tls {
+        Some(tls) => config.connect(tls.clone()),
+        None => config.connect(NoTls),
+    };
+    let mut client = connected.with_context(|| {
+        let hint = if tls.is_some() {
+            " over TLS (the server's certificate verified against the CA certificates of \
+             PGSSLROOTCERT, or else the system's)"
+        } else if config.get_password().is_none() {
             " with no password (the journal and the table keep the catalog's URI without \
              its password: give it in PGPASSWORD)"
         } else {
@@ -260,6 +331,41 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(a.load(&t).unwrap().as_deref(), Some("m3b"));
+    }
+
+    #[test]
+    fn sslmode_require_connects_over_tls_to_a_server_its_ca_vouches_for_only() {
+        let Some(uri) = server() else { return };
+        let ca = std::env::var("INGEST_TEST_PG_CA").expect(".ci/pg-store exports it");
+        let target = CatalogTable::new(&format!("{uri}?sslmode=require"), "t.t".into()).unwrap();
+        let catalog = PgCatalog::open_with(&target, "ingest", Some(ca.into())).unwrap();
+        let ssl: bool = catalog
+            .with("", true, |client| {
+                client
+                    .query_one(
+                        "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                        &[],
+                    )
+                    .map(|row| row.get(0))
+            })
+            .unwrap();
+        assert!(ssl, "connected without TLS");
+        // The system's CAs never signed the test server's certificate.
+        let err = format!(
+            "{:#}",
+            PgCatalog::open_with(&target, "ingest", None).err().unwrap()
+        );
+        assert!(
+            err.contains("cannot connect") || err.contains("CA certificate"),
+            "{err}"
+        );
+        let err = format!(
+            "{:#}",
+            PgCatalog::open_with(&target, "ingest", Some("/nonexistent.pem".into()))
+                .err()
+                .unwrap()
+        );
+        assert!(err.contains("PGSSLROOTCERT /nonexistent.pem"), "{err}");
     }
 
     #[test]
