@@ -183,6 +183,7 @@ mod tests {
         for text in [&shown, &written] {
             assert!(!text.contains("hunter2"), "{text}");
         }
+        assert!(shown.contains("given: <secret>"), "{shown}");
         // Read back (recovery): the same catalog, connected to without the password.
         let read: CatalogTable = serde_json::from_str(&written).unwrap();
         assert_eq!(read, table);
@@ -201,8 +202,14 @@ mod tests {
             CatalogKind::of("postgres://h/c").unwrap(),
             CatalogKind::Postgres
         );
-        for bad in ["sqlite://rel.db", "mysql://h/db", "https://u:tok@rest/"] {
+        for (bad, says) in [
+            ("sqlite://rel.db", "must be absolute"),
+            ("mysql://u:tok@h/db", "expected sqlite:///"),
+            ("http://rest/", "REST catalog is not supported yet"),
+            ("https://u:tok@rest/", "REST catalog is not supported yet"),
+        ] {
             let e = CatalogKind::of(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
             assert!(!e.contains("tok"), "{e}");
         }
     }

@@ -144,9 +144,8 @@ impl PgCatalog {
             self.lost.set(false);
         }
         let result = f(client);
-        // An error the server did not send (a reset, a timeout): the connection is gone.
         if let Err(e) = &result {
-            self.lost.set(e.as_db_error().is_none());
+            self.lost.set(is_lost(e) || client.is_closed());
         }
         Ok(result)
     }
@@ -199,6 +198,13 @@ fn tls(root: Option<PathBuf>, shown: &str) -> Result<MakeRustlsConnect> {
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(MakeRustlsConnect::new(config))
+}
+
+/// Whether `e` ended the connection: an error the server did not send (a reset, a
+/// timeout), or one that ends the session (`FATAL`: a terminated backend, a shutdown).
+fn is_lost(e: &postgres::Error) -> bool {
+    e.as_db_error()
+        .is_none_or(|db| matches!(db.severity(), "FATAL" | "PANIC"))
 }
 
 fn connect(config: &Config, tls: Option<&MakeRustlsConnect>, shown: &str) -> Result<Client> {
@@ -325,12 +331,36 @@ mod tests {
         super::super::tests::swaps_land_only_on_the_metadata_they_were_made_on(
             &a, &b, &elsewhere, &t,
         );
-        // A connection the server dropped is opened again for the next statement.
-        a.with("", false, |client| {
-            client.batch_execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        // A connection the server drops under a statement: a read is run once more on a
+        // new one, a write never (whether it landed is the caller's to find out); either
+        // way the next statement has a connection.
+        let terminate = "SELECT pg_terminate_backend(pg_backend_pid())";
+        for reads in [true, false] {
+            let calls = Cell::new(0);
+            let result = a.with("", reads, |client| {
+                calls.set(calls.get() + 1);
+                let sql = if calls.get() == 1 {
+                    terminate
+                } else {
+                    "SELECT 1"
+                };
+                client.batch_execute(sql)
+            });
+            assert_eq!(
+                (result.is_ok(), calls.get()),
+                (reads, 1 + usize::from(reads))
+            );
+            assert_eq!(a.load(&t).unwrap().as_deref(), Some("m3b"));
+        }
+        // An error the server answers with leaves the connection as it was.
+        let calls = Cell::new(0);
+        a.with("", true, |client| {
+            calls.set(calls.get() + 1);
+            client.batch_execute("SELECT no_such_function()")
         })
         .unwrap_err();
-        assert_eq!(a.load(&t).unwrap().as_deref(), Some("m3b"));
+        assert_eq!(calls.get(), 1);
+        assert!(!a.lost.get());
     }
 
     #[test]
