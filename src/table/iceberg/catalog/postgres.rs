@@ -352,6 +352,21 @@ mod tests {
             );
             assert_eq!(a.load(&t).unwrap().as_deref(), Some("m3b"));
         }
+        // An error the server never sent (here the client's own, a parameter missing)
+        // leaves the connection in doubt: the next statement gets a new one.
+        let pid = |catalog: &PgCatalog| -> i32 {
+            catalog
+                .with("", true, |client| {
+                    client
+                        .query_one("SELECT pg_backend_pid()", &[])
+                        .map(|row| row.get(0))
+                })
+                .unwrap()
+        };
+        let before = pid(&a);
+        a.with("", false, |client| client.execute("SELECT $1::int", &[]))
+            .unwrap_err();
+        assert_ne!(pid(&a), before, "the connection in doubt was used again");
         // An error the server answers with leaves the connection as it was.
         let calls = Cell::new(0);
         a.with("", true, |client| {
