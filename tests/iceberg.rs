@@ -506,9 +506,9 @@ fn every_fail_point_then_recover_commits_each_checkpoint_once() {
     every_fail_point_then_recover(&TestCatalog::shared_sqlite());
 }
 
-/// A load crashed at every fail point (first and third hit), then recovered, through
-/// `catalog`: each checkpoint committed once.
-pub fn every_fail_point_then_recover(catalog: &TestCatalog) {
+/// The fail points a load into an Iceberg table passes: every crash point of a load, and
+/// the Iceberg commit's own (but the lost reply, which is no crash).
+pub fn load_fail_points() -> Vec<String> {
     let points: Vec<String> = all_fail_points()
         .into_iter()
         .chain(
@@ -516,9 +516,18 @@ pub fn every_fail_point_then_recover(catalog: &TestCatalog) {
                 .into_iter()
                 .filter(|p| p.starts_with("iceberg.") && p != "iceberg.commit.reply-lost"),
         )
-        .filter(|p| !p.starts_with("overwrite."))
         .collect();
     assert!(points.iter().any(|p| p == "iceberg.commit.written"));
+    points
+}
+
+/// A load crashed at every fail point (first and third hit), then recovered, through
+/// `catalog`: each checkpoint committed once.
+pub fn every_fail_point_then_recover(catalog: &TestCatalog) {
+    let points: Vec<String> = load_fail_points()
+        .into_iter()
+        .filter(|p| !p.starts_with("overwrite."))
+        .collect();
     let load = load(&catalog.uri());
     let crashes = crash_matrix(
         &points,

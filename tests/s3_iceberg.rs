@@ -7,7 +7,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::iceberg::{assert_markers_once, read_table_with, IcebergTable, TestCatalog};
+use crate::iceberg::{
+    assert_markers_once, load_fail_points, read_table_with, IcebergTable, TestCatalog,
+};
 use crate::s3::{store, Store};
 use crate::s3_table::{crash_matrix_on_two_machines, kill_loop_on_two_machines, TableReader};
 use crate::util::*;
@@ -92,17 +94,11 @@ fn an_iceberg_load_in_a_bucket_killed_at_every_point_is_finished_on_another_mach
     let catalog = TestCatalog::postgres()
         .unwrap_or_else(|| TestCatalog::sqlite(&shared.path().join("catalog.db")));
     let uri = catalog.uri();
-    let points: Vec<String> = all_fail_points()
+    let points: Vec<String> = load_fail_points()
         .into_iter()
-        .chain(
-            listed_fail_points()
-                .into_iter()
-                .filter(|p| p.starts_with("iceberg.") && p != "iceberg.commit.reply-lost"),
-        )
         // A bucket table makes no directories; the overwrite points are a Hive table's on disk.
         .filter(|p| !p.starts_with("overwrite.") && !p.starts_with("mkdir."))
         .collect();
-    assert!(points.iter().any(|p| p == "iceberg.commit.written"));
     crash_matrix_on_two_machines(
         Arc::new(s3),
         &points,
