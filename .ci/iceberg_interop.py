@@ -4,7 +4,7 @@
 Usage: iceberg_interop.py INGEST_BINARY WORKDIR [postgresql] [s3://BUCKET/PREFIX]
 
 pyiceberg's SqlCatalog on the catalog ingest commits through (a SQLite file, or with
-`postgresql` the database INGEST_TEST_PG_URI names, .ci/pg-store's server, the password
+`postgresql` a fresh database on .ci/pg-store's server (INGEST_TEST_PG_ADMIN), the password
 in PGPASSWORD), with the tables in WORKDIR or, given a bucket prefix, in the S3 store
 .ci/s3-store started (INGEST_TEST_S3_*; DuckDB through its httpfs extension), DuckDB's Iceberg
 extension (`iceberg_scan` of the current metadata file) and polars (`scan_iceberg`) read
@@ -42,7 +42,17 @@ if base:
           "s3.secret-access-key": secret, "s3.region": "us-east-1"}
 if "postgresql" in modes:
     # ingest takes the password from PGPASSWORD, as psql does; SQLAlchemy from the URI.
-    uri = os.environ["INGEST_TEST_PG_URI"]
+    # A database of its own for each run: the runs use the same table names.
+    import psycopg2
+    admin = os.environ["INGEST_TEST_PG_ADMIN"]
+    database = "interop_s3" if base else "interop_local"
+    conn = psycopg2.connect(admin)
+    conn.autocommit = True  # CREATE DATABASE runs outside a transaction
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {database}")
+        cur.execute(f"CREATE DATABASE {database}")
+    conn.close()
+    uri = admin.rsplit("/", 1)[0] + "/" + database
     user, server = uri.removeprefix("postgresql://").split("@", 1)
     catalog = SqlCatalog("ingest", uri=f"postgresql+psycopg2://{user}:{os.environ['PGPASSWORD']}@{server}",
                          **io)
