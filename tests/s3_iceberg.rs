@@ -8,10 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::iceberg::{
-    assert_markers_once, load_fail_points, read_table_with, IcebergTable, TestCatalog,
+    assert_markers_once, catalog_fail_points, read_table_with, IcebergTable, TestCatalog,
 };
 use crate::s3::{store, Store};
-use crate::s3_table::{crash_matrix_on_two_machines, kill_loop_on_two_machines, TableReader};
+use crate::s3_table::{
+    crash_matrix_on_two_machines, kill_loop_on_two_machines, TableReader, POLL_PAUSE,
+};
 use crate::util::*;
 
 /// An Iceberg table: readers go through its catalog, which its contract names.
@@ -67,6 +69,9 @@ fn poll_catalog(s3: Arc<Store>, table: String, running: Arc<AtomicBool>) -> (usi
     let (mut reads, mut early) = (0, Vec::new());
     let base = s3.url("");
     while running.load(Ordering::Relaxed) {
+        if reads > 0 {
+            std::thread::sleep(POLL_PAUSE);
+        }
         reads += 1;
         let Some(current) = table_in(&s3, &table) else {
             continue;
@@ -94,14 +99,11 @@ fn an_iceberg_load_in_a_bucket_killed_at_every_point_is_finished_on_another_mach
     let catalog = TestCatalog::postgres()
         .unwrap_or_else(|| TestCatalog::sqlite(&shared.path().join("catalog.db")));
     let uri = catalog.uri();
-    let points: Vec<String> = load_fail_points()
-        .into_iter()
-        // A bucket table makes no directories; the overwrite points are a Hive table's on disk.
-        .filter(|p| !p.starts_with("overwrite.") && !p.starts_with("mkdir."))
-        .collect();
+    // The points of staging and uploading are the bucket matrix of `s3_table.rs` (the
+    // same code for every table format); here, those of the catalog and the commit.
     crash_matrix_on_two_machines(
         Arc::new(s3),
-        &points,
+        &catalog_fail_points(),
         &["--table-format", "iceberg", "--catalog", &uri],
         &ICEBERG_READER,
     );
