@@ -46,6 +46,18 @@ pub(crate) enum TableFormat {
     Iceberg,
 }
 
+impl TableFormat {
+    /// Where the table's data files go under its root: an Iceberg table's in `data/`, as
+    /// every Iceberg writer lays them out (`write.data.path`) and as S3 Tables and other
+    /// table buckets require; a Hive or Delta table's partitions are at its root.
+    pub(crate) fn data_dir(self) -> &'static str {
+        match self {
+            TableFormat::Hive | TableFormat::Delta => "",
+            TableFormat::Iceberg => "data/",
+        }
+    }
+}
+
 /// Write modes.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, serde::Serialize, serde::Deserialize,

@@ -136,6 +136,7 @@ fn sink_for(spec: &Spec, schema: &Schema, first_checkpoint: u64) -> Result<Table
             format: run.options.format,
             compression: run.options.compression,
             target_file_size: run.options.target_file_size,
+            data_dir: run.options.table_format.data_dir(),
         },
         Rejects {
             inputs: run.inputs.iter().map(|i| i.path.clone()).collect(),

@@ -101,6 +101,7 @@ impl Summary {
             ..Summary::default()
         };
         let mut partitions = BTreeSet::new();
+        let data_dir = log.started.options.table_format.data_dir();
         for c in &log.checkpoints {
             summary.checkpoints += 1;
             summary.inputs_loaded += c.inputs_done.len() as u64;
@@ -110,8 +111,10 @@ impl Summary {
             for f in c.files.iter().filter(|f| !f.dest.starts_with("_rejects/")) {
                 summary.files_written += 1;
                 summary.bytes_written += f.size;
-                // A file at the table's root is in no partition (an unpartitioned table).
-                if let Some((dir, _)) = f.dest.rsplit_once('/') {
+                // A file straight in the data directory is in no partition (an
+                // unpartitioned table).
+                let dest = f.dest.strip_prefix(data_dir).unwrap_or(&f.dest);
+                if let Some((dir, _)) = dest.rsplit_once('/') {
                     partitions.insert(dir);
                 }
             }

@@ -70,6 +70,9 @@ pub(crate) struct Output {
     pub(crate) compression: Compression,
     /// Start a new part file once one reaches this many bytes on disk.
     pub(crate) target_file_size: Option<u64>,
+    /// The data files' directory under the table's root, `""` or ending in `/`
+    /// ([`crate::core::options::TableFormat::data_dir`]).
+    pub(crate) data_dir: &'static str,
 }
 
 /// Where bad rows go, and how many may.
@@ -426,10 +429,11 @@ impl TableSink {
             "part-{}-{}-{:06}-{seq:05}.{ext}{suffix}",
             self.layout.job, self.run_id, self.txn.checkpoint,
         );
+        let data_dir = self.output.data_dir;
         let dest = if self.dir_name.is_empty() {
-            file_name.clone()
+            format!("{data_dir}{file_name}")
         } else {
-            format!("{}/{file_name}", self.dir_name)
+            format!("{data_dir}{}/{file_name}", self.dir_name)
         };
         let header = self.layout_cols.header.clone();
         let part = self.open_file(

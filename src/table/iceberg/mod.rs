@@ -51,7 +51,7 @@ use anyhow::{bail, Context, Result};
 use super::{Begun, Format, Journaled};
 use crate::core::catalog::CatalogTable;
 use crate::core::layout::JobLayout;
-use crate::core::options::{Evolve, Mode, RunOptions};
+use crate::core::options::{Evolve, Mode, RunOptions, TableFormat};
 use crate::core::protocol::StagedFile;
 use crate::core::records::{Checkpoint, Record, RunLog, RunStarted};
 use crate::core::schema::Schema;
@@ -161,7 +161,8 @@ fn field_ids(
 }
 
 /// The data files of `checkpoints` (their rejects files stay outside the table), with
-/// their partition values read back from the directories the sink gave them.
+/// their partition values read back from the directories the sink gave them under the
+/// table's `data/` (at its root, in a run journaled before data files went there).
 fn data_files(
     checkpoints: &[Checkpoint],
     partition_by: &[String],
@@ -173,7 +174,12 @@ fn data_files(
         .map(|f| {
             Ok(manifest::DataFile {
                 path: f.dest.clone(),
-                partition: crate::sink::partition::values_of(&f.dest, partition_by)?,
+                partition: crate::sink::partition::values_of(
+                    f.dest
+                        .strip_prefix(TableFormat::Iceberg.data_dir())
+                        .unwrap_or(&f.dest),
+                    partition_by,
+                )?,
                 records: f.rows,
                 bytes: f.size,
             })
