@@ -386,6 +386,49 @@ fn args(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
+/// Data files go under the table's `data/`, in its partitions' directories or straight
+/// in it, and the load's summary counts the partitions, not `data/` as one.
+#[test]
+fn data_files_are_under_the_tables_data_directory_and_partitions_are_counted_there() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let uri = catalog_uri(&w);
+    let days: std::collections::BTreeSet<String> = input_rows(&[w.path("orders")])
+        .into_iter()
+        .map(|r| r["dt"].clone())
+        .collect();
+    let out = w.run(&args(&by_day(&uri, &["orders"])));
+    assert_code(&out, 0);
+    assert!(
+        stderr(&out).contains(&format!(" in {} partition(s)", days.len())),
+        "{}",
+        stderr(&out)
+    );
+    let out = w.run(&[
+        "-t",
+        "flat",
+        "--table-format",
+        "iceberg",
+        "--catalog",
+        &uri,
+        "orders",
+    ]);
+    assert_code(&out, 0);
+    assert!(!stderr(&out).contains("partition(s)"), "{}", stderr(&out));
+    let catalog = TestCatalog::sqlite(&w.path("catalog.db"));
+    for (name, dir, depth) in [("default.t", "t", 1), ("default.flat", "flat", 0)] {
+        let table = catalog.table(name).unwrap();
+        assert!(!table.files.is_empty(), "{name}");
+        let data = w.path(dir).join("data").canonicalize().unwrap();
+        for path in table.files.keys() {
+            let rel = Path::new(path)
+                .strip_prefix(&data)
+                .unwrap_or_else(|_| panic!("{path} is outside {}", data.display()));
+            assert_eq!(rel.components().count(), depth + 1, "{path}");
+        }
+    }
+}
+
 #[test]
 fn each_checkpoint_is_one_snapshot_with_the_jobs_marker_and_property() {
     let started = std::time::SystemTime::now()
