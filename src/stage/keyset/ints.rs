@@ -69,14 +69,21 @@ impl IntSet {
         self.chunks.len() <= 64 || self.chunks.len() * CHUNK_WORDS <= self.len
     }
 
-    /// Every value in the set, in no particular order.
+    /// Every value in the set, in no particular order: each set bit of each non-zero
+    /// word, lowest first (a sparse chunk costs its 1,024 words, not its 65,536 bits).
     pub(crate) fn values(&self) -> impl Iterator<Item = u64> + '_ {
         self.chunks.iter().flat_map(|(&number, words)| {
-            words.iter().enumerate().flat_map(move |(i, &word)| {
-                (0..64)
-                    .filter(move |b| word & (1 << b) != 0)
-                    .map(move |b| number << CHUNK_SHIFT | (i as u64) << 6 | b)
-            })
+            words
+                .iter()
+                .enumerate()
+                .filter(|(_, &word)| word != 0)
+                .flat_map(move |(i, &word)| {
+                    let base = number << CHUNK_SHIFT | (i as u64) << 6;
+                    // The word with its lowest set bit cleared, until none is left.
+                    std::iter::successors(Some(word), |&w| Some(w & (w - 1)))
+                        .take_while(|&w| w != 0)
+                        .map(move |w| base | u64::from(w.trailing_zeros()))
+                })
         })
     }
 }
