@@ -287,8 +287,13 @@ fn random_sigkill_of_delta_loads_and_recoveries_loses_and_duplicates_nothing() {
         big_orders(&w, 20_000, &mut Rng(seed));
         w
     });
+    // Three rounds, and more (up to six) while fewer than two kills have landed: a
+    // round whose first load outlives its delay lands none.
     let mut kills = 0;
     for round in 0..6 {
+        if round >= 3 && kills >= 2 {
+            break;
+        }
         let w = Workdir::new();
         big_orders(&w, 20_000, &mut Rng(seed));
         kills += operators_loop(&w, &load, &mut rng, full, seed);
@@ -299,8 +304,8 @@ fn random_sigkill_of_delta_loads_and_recoveries_loses_and_duplicates_nothing() {
         assert_same_rows(rows, want, &what);
         assert_txns_once(&delta_log(&w.path("t")), &what);
     }
-    eprintln!("random SIGKILL (delta): seed {seed}, {kills} kills landed over 6 loads");
-    assert!(kills >= 3, "seed {seed}: only {kills} kills landed mid-run");
+    eprintln!("random SIGKILL (delta): seed {seed}, {kills} kills landed over 3 loads or more");
+    assert!(kills >= 2, "seed {seed}: only {kills} kills landed mid-run");
 }
 
 #[test]
@@ -832,7 +837,9 @@ fn a_delta_compaction_killed_at_any_fail_point_commits_once_and_keeps_every_row(
     let mut crashed_at = std::collections::BTreeSet::new();
     let loaded = Workdir::new();
     loaded.fixture("orders");
-    assert_code(&loaded.run(&small_commits()), 0);
+    // Twelve commits (several files in each partition to merge): each point's case
+    // compacts a copy of them twice and reads the log four times.
+    assert_code(&loaded.run(&load_of("100", "orders")), 0);
     let before = delta_rows(&loaded.path("t"));
     for point in listed_fail_points() {
         let w = loaded.copy();
@@ -1001,8 +1008,12 @@ fn random_sigkill_of_delta_compactions_and_recoveries_loses_and_duplicates_nothi
     assert_code(&loaded.run(&load), 0);
     let setup = || loaded.copy();
     let full = whole_load_ms(COMPACT, setup);
+    // Two rounds, and more (up to four) while fewer than two kills have landed.
     let mut kills = 0;
     for round in 0..4 {
+        if round >= 2 && kills >= 2 {
+            break;
+        }
         let w = setup();
         let table = w.path("t");
         let before = delta_rows(&table);
@@ -1016,7 +1027,9 @@ fn random_sigkill_of_delta_compactions_and_recoveries_loses_and_duplicates_nothi
             "{what}"
         );
     }
-    eprintln!("random SIGKILL (delta --compact): seed {seed}, {kills} kills landed over 4 rounds");
+    eprintln!(
+        "random SIGKILL (delta --compact): seed {seed}, {kills} kills landed over 2 rounds or more"
+    );
     assert!(
         kills >= 2,
         "seed {seed}: only {kills} kills landed mid-command"

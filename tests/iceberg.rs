@@ -577,17 +577,10 @@ pub fn load_fail_points() -> Vec<String> {
 }
 
 /// The fail points of a load where its catalog is read or written, or a recovery next
-/// reads it: the run's start (the table's schema checked against the catalog's), each
-/// checkpoint's completion and commit, and the run's end. Where only the catalog differs
-/// from the SQLite matrix of every point, these are the cases it can change (the points
-/// of staging and uploading never reach a catalog).
+/// reads it (the run's start checks the table's schema against the catalog's): what the
+/// PostgreSQL and bucket matrices add to the SQLite matrix of every point.
 pub fn catalog_fail_points() -> Vec<String> {
-    let points: Vec<String> = load_fail_points()
-        .into_iter()
-        .filter(|p| {
-            p.starts_with("iceberg.") || p.starts_with("checkpoint.") || p.starts_with("run.")
-        })
-        .collect();
+    let points = commit_fail_points(load_fail_points(), "iceberg.");
     assert!(points.len() >= 8, "{points:?}");
     points
 }
@@ -651,12 +644,13 @@ pub fn a_lost_reply_is_found_in_the_table(catalog: &TestCatalog) {
 
 #[test]
 fn random_sigkill_of_iceberg_loads_and_recoveries_loses_and_duplicates_nothing() {
-    random_sigkill_through(&TestCatalog::shared_sqlite());
+    random_sigkill_through(&TestCatalog::shared_sqlite(), 3);
 }
 
-/// Loads and recoveries through `catalog` killed at random moments (4 rounds of 20,000
-/// rows), then recovered: every row once.
-pub fn random_sigkill_through(catalog: &TestCatalog) {
+/// Loads and recoveries through `catalog` killed at random moments (`rounds` loads of
+/// 20,000 rows, and more, up to twice as many, while fewer than two kills have landed),
+/// then recovered: every row once.
+pub fn random_sigkill_through(catalog: &TestCatalog, rounds: u32) {
     let seed = clock_seed();
     let mut rng = Rng(seed);
     let uri = catalog.uri();
@@ -680,7 +674,10 @@ pub fn random_sigkill_through(catalog: &TestCatalog) {
         w
     });
     let mut kills = 0;
-    for round in 0..4 {
+    for round in 0..rounds * 2 {
+        if round >= rounds && kills >= 2 {
+            break;
+        }
         catalog.fresh();
         let w = Workdir::new();
         big_orders(&w, 20_000, &mut Rng(seed));
@@ -693,7 +690,7 @@ pub fn random_sigkill_through(catalog: &TestCatalog) {
         assert_markers_once(&catalog.table("default.t").unwrap(), &what);
     }
     eprintln!(
-        "random SIGKILL (iceberg, {}): seed {seed}, {kills} kills landed over 4 loads",
+        "random SIGKILL (iceberg, {}): seed {seed}, {kills} kills landed over {rounds} loads or more",
         catalog.uri()
     );
     assert!(kills >= 2, "seed {seed}: only {kills} kills landed mid-run");
@@ -804,21 +801,26 @@ fn four_shards_round(catalog: &TestCatalog, seed: u64, rng: &mut Rng, window: u6
 
 #[test]
 fn four_shards_killed_at_random_leave_an_exact_table() {
-    four_shards_killed_at_random(&TestCatalog::shared_sqlite());
+    four_shards_killed_at_random(&TestCatalog::shared_sqlite(), 3);
 }
 
-/// Four shard jobs through `catalog`, killed at random in 3 rounds, then recovered and
-/// loaded again: an exact table.
-pub fn four_shards_killed_at_random(catalog: &TestCatalog) {
+/// Four shard jobs through `catalog`, killed at random in `rounds` rounds (more, up to
+/// twice as many, while fewer than two kills have landed), then recovered and loaded
+/// again: an exact table.
+pub fn four_shards_killed_at_random(catalog: &TestCatalog, rounds: u32) {
     let seed = clock_seed();
     let mut rng = Rng(seed);
     // A first round unkilled measures how long the four take on this machine.
     let (_, full) = four_shards_round(catalog, seed, &mut rng, 0);
-    let kills: u32 = (0..3)
-        .map(|_| four_shards_round(catalog, seed, &mut rng, full).0)
-        .sum();
+    let mut kills = 0;
+    for round in 0..rounds * 2 {
+        if round >= rounds && kills >= 2 {
+            break;
+        }
+        kills += four_shards_round(catalog, seed, &mut rng, full).0;
+    }
     eprintln!(
-        "four iceberg shards ({}): seed {seed}, {kills} kills landed over 3 rounds",
+        "four iceberg shards ({}): seed {seed}, {kills} kills landed over {rounds} rounds or more",
         catalog.uri()
     );
     assert!(

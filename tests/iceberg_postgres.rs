@@ -29,7 +29,7 @@ fn random_sigkill_through_a_postgresql_catalog() {
     let Some(catalog) = TestCatalog::postgres() else {
         return;
     };
-    random_sigkill_through(&catalog);
+    random_sigkill_through(&catalog, 2);
 }
 
 #[test]
@@ -37,7 +37,7 @@ fn four_shards_through_a_postgresql_catalog_killed_at_random_leave_an_exact_tabl
     let Some(catalog) = TestCatalog::postgres() else {
         return;
     };
-    four_shards_killed_at_random(&catalog);
+    four_shards_killed_at_random(&catalog, 2);
 }
 
 /// Every file under `dir` (the table, its jobs' journals, the inputs) and `texts`: none

@@ -69,6 +69,10 @@ fn progress_shows_on_a_terminal_and_not_under_cron() {
 }
 
 /// Starts a load, waits until its run is journaled, sends `signal` (once or twice).
+/// Rows of the load a signal stops: five checkpoints of `load_and_signal`'s 20,000, so
+/// the signal, sent once the run has begun, finds it loading.
+const SIGNALLED_ROWS: usize = 100_000;
+
 fn load_and_signal(w: &Workdir, signal: &str, times: usize) -> std::process::Output {
     let child = w
         .cmd()
@@ -104,7 +108,7 @@ fn load_and_signal(w: &Workdir, signal: &str, times: usize) -> std::process::Out
 fn sigterm_stops_at_a_checkpoint_and_recover_loses_nothing() {
     for (signal, code) in [("TERM", 143), ("INT", 130)] {
         let w = Workdir::new();
-        many_orders(&w, "orders", 4, 400_000);
+        many_orders(&w, "orders", 4, SIGNALLED_ROWS);
         let out = load_and_signal(&w, signal, 1);
         assert_code(&out, code);
         let err = stderr(&out);
@@ -127,7 +131,7 @@ fn sigterm_stops_at_a_checkpoint_and_recover_loses_nothing() {
 #[test]
 fn a_second_sigint_exits_at_once_and_stays_recoverable() {
     let w = Workdir::new();
-    many_orders(&w, "orders", 4, 400_000);
+    many_orders(&w, "orders", 4, SIGNALLED_ROWS);
     let out = load_and_signal(&w, "INT", 2);
     assert_code(&out, 130);
     assert_code(&w.run(&["-t", "t", "--recover"]), 0);

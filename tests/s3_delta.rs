@@ -85,15 +85,13 @@ fn a_delta_load_killed_at_every_point_on_one_machine_is_finished_on_another() {
     // The points of staging and uploading are the bucket matrix of `s3_table.rs` (the
     // same code for every table format); here, the run's and each checkpoint's around the
     // log's commit, where a Delta table in a bucket differs.
-    let points: Vec<String> = all_fail_points()
-        .into_iter()
-        .chain(delta_fail_points())
-        .filter(|p| {
-            ["run.", "checkpoint.", "delta."]
-                .iter()
-                .any(|s| p.starts_with(s))
-        })
-        .collect();
+    let points = commit_fail_points(
+        all_fail_points()
+            .into_iter()
+            .chain(delta_fail_points())
+            .collect(),
+        "delta.",
+    );
     assert!(points.len() >= 9, "{points:?}");
     assert!(points.iter().any(|p| p == "delta.commit.written"));
     crash_matrix_on_two_machines(Arc::new(s3), &points, DELTA, &DELTA_READER);
@@ -306,7 +304,8 @@ fn a_delta_overwrite_in_a_bucket_is_one_commit_finished_on_another_machine() {
 /// `delta.rs`'s `LOAD` into a table in the bucket, from machine A: 8 partitions, a
 /// commit every 30 rows (33 small files).
 fn small_commits_into(s3: &Store, w: &Workdir, table: &str) {
-    let mut load: Vec<&str> = crate::delta::load_of("30", "orders");
+    // Twelve commits: several files in each partition to merge.
+    let mut load: Vec<&str> = crate::delta::load_of("100", "orders");
     load[1] = table;
     assert_code(&s3.run_on(w, "machine-a", &load), 0);
 }
@@ -435,7 +434,8 @@ fn random_sigkill_of_delta_compactions_in_a_bucket_on_two_machines_loses_and_dup
     let mut kills = 0;
     for round in 0..2 {
         let w = Workdir::new();
-        big_orders(&w, 12_000, &mut Rng(seed + round));
+        // Fifteen commits to merge (each a file per partition).
+        big_orders(&w, 6_000, &mut Rng(seed + round));
         let rel = format!("t{round}");
         let table = s3.table(&rel);
         let load = [

@@ -80,11 +80,13 @@ fn poll_visibility(
     let mut journal = JournalReader::new();
     let (mut listings, mut early) = (0, Vec::new());
     while running.load(Ordering::Relaxed) {
+        if listings > 0 {
+            std::thread::sleep(POLL_PAUSE);
+        }
         let visible = data_objects(&s3, &table);
         let promised = journal.journaled(&s3, &table);
         listings += 1;
         early.extend(visible.difference(&promised).cloned());
-        std::thread::sleep(POLL_PAUSE);
     }
     (listings, early)
 }
@@ -302,7 +304,8 @@ fn a_load_killed_at_every_point_on_one_machine_is_finished_on_another() {
 /// returns how many times it looked, and what a reader was shown that it must not see.
 pub type Poll = fn(s3: Arc<Store>, table: String, running: Arc<AtomicBool>) -> (usize, Vec<String>);
 
-/// A polling reader's rest between two reads. Without it, the reader and the store it
+/// A polling reader's rest between two reads (before each but the first: a reader
+/// that skips a read halfway still rests). Without it, the reader and the store it
 /// drives took most of the two cores the loads it watches (and a second test) run on;
 /// with it, a reader still reads each checkpoint's state several times.
 pub const POLL_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
@@ -703,7 +706,8 @@ pub fn kill_loop_on_two_machines(s3: Arc<Store>, extra: &[&str], reader: &TableR
     let mut kills = 0;
     for round in 0..2 {
         let w = Workdir::new();
-        big_orders(&w, 20_000, &mut Rng(seed + round));
+        // Ten checkpoints a load: kills land between commits, in them and in uploads.
+        big_orders(&w, 10_000, &mut Rng(seed + round));
         let rel = format!("t{round}");
         let table = s3.table(&rel);
         let probe = s3.table(&format!("{rel}-probe"));

@@ -483,6 +483,22 @@ pub fn all_fail_points() -> Vec<String> {
         .collect()
 }
 
+/// Of `points`, those around a table format's commit: the run's start and end, each
+/// checkpoint's completion and commit, and the format's own (`format_prefix`, such as
+/// `"delta."`). Where only the table's place or catalog differs from a matrix of every
+/// point, these are the cases it can change: staging and uploading never reach a log or
+/// a catalog, and run the same code for every table.
+pub fn commit_fail_points(points: Vec<String>, format_prefix: &str) -> Vec<String> {
+    points
+        .into_iter()
+        .filter(|p| {
+            ["run.", "checkpoint.", format_prefix]
+                .iter()
+                .any(|s| p.starts_with(s))
+        })
+        .collect()
+}
+
 /// The fail points of a Delta table's commit.
 #[cfg(feature = "delta")]
 pub fn delta_fail_points() -> Vec<String> {
