@@ -226,9 +226,9 @@ pub const SIGKILL_LOAD: &[&str] = &[
 
 #[test]
 fn random_sigkill_during_load_and_recovery_loses_and_duplicates_nothing() {
-    let (seed, kills) = sigkill_rounds(SIGKILL_LOAD, 12, Workdir::new);
-    eprintln!("random SIGKILL: seed {seed}, {kills} kills landed mid-run over 12 loads");
-    assert!(kills >= 6, "seed {seed}: only {kills} kills landed mid-run");
+    let (seed, kills) = sigkill_rounds(SIGKILL_LOAD, 8, Workdir::new);
+    eprintln!("random SIGKILL: seed {seed}, {kills} kills landed mid-run over 8 loads or more");
+    assert!(kills >= 4, "seed {seed}: only {kills} kills landed mid-run");
 }
 
 /// A load over thousands of partitions (8 days x 12 countries x 50 customers: 4,800,

@@ -347,9 +347,9 @@ fn every_fail_point_with_four_threads_then_recover_gives_exact_rows() {
 fn random_sigkill_with_four_threads_loses_and_duplicates_nothing() {
     let load = [SIGKILL_LOAD, &["--threads", "4"]].concat();
     let chunked = || Workdir::new().with_env("INGEST_CHUNK_BYTES", "4099");
-    let (seed, kills) = sigkill_rounds(&load, 8, chunked);
-    eprintln!("random SIGKILL, 4 threads: seed {seed}, {kills} kills landed over 8 loads");
-    assert!(kills >= 4, "seed {seed}: only {kills} kills landed mid-run");
+    let (seed, kills) = sigkill_rounds(&load, 6, chunked);
+    eprintln!("random SIGKILL, 4 threads: seed {seed}, {kills} kills landed over 6 loads or more");
+    assert!(kills >= 3, "seed {seed}: only {kills} kills landed mid-run");
 }
 
 #[test]
