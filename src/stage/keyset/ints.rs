@@ -79,10 +79,13 @@ impl IntSet {
                 .filter(|(_, &word)| word != 0)
                 .flat_map(move |(i, &word)| {
                     let base = number << CHUNK_SHIFT | (i as u64) << 6;
-                    // The word with its lowest set bit cleared, until none is left.
-                    std::iter::successors(Some(word), |&w| Some(w & (w - 1)))
-                        .take_while(|&w| w != 0)
-                        .map(move |w| base | u64::from(w.trailing_zeros()))
+                    // The word, then it with its lowest set bit cleared, while any is
+                    // left (never 0: the word is not, and the last step stops there).
+                    std::iter::successors(Some(word), |&w| {
+                        let rest = w & (w - 1);
+                        (rest != 0).then_some(rest)
+                    })
+                    .map(move |w| base | u64::from(w.trailing_zeros()))
                 })
         })
     }
