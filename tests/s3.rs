@@ -186,6 +186,7 @@ impl Store {
 
     /// Copies every object under `from/` to the same place under `to/`, in the store (a
     /// table copied whole: a crash matrix starts each case from one load).
+    #[cfg(feature = "delta")]
     pub fn copy_dir(&self, from: &str, to: &str) {
         for (key, _) in self.list(from) {
             let below = key.strip_prefix(from).unwrap();

@@ -488,6 +488,7 @@ pub fn all_fail_points() -> Vec<String> {
 /// `"delta."`). Where only the table's place or catalog differs from a matrix of every
 /// point, these are the cases it can change: staging and uploading never reach a log or
 /// a catalog, and run the same code for every table.
+#[cfg(any(feature = "iceberg", all(feature = "s3", feature = "delta")))]
 pub fn commit_fail_points(points: Vec<String>, format_prefix: &str) -> Vec<String> {
     points
         .into_iter()
