@@ -289,7 +289,7 @@ pub fn sigkill_rounds_within(
     let full = whole_load_ms(load, setup) * stretch;
     let mut kills = 0;
     for round in 0..rounds * 2 {
-        if round >= rounds && kills >= 2 {
+        if kill_rounds_done(round, rounds, kills) {
             break;
         }
         let w = setup();

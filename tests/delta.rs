@@ -291,7 +291,7 @@ fn random_sigkill_of_delta_loads_and_recoveries_loses_and_duplicates_nothing() {
     // round whose first load outlives its delay lands none.
     let mut kills = 0;
     for round in 0..6 {
-        if round >= 3 && kills >= 2 {
+        if kill_rounds_done(round, 3, kills) {
             break;
         }
         let w = Workdir::new();
@@ -1011,7 +1011,7 @@ fn random_sigkill_of_delta_compactions_and_recoveries_loses_and_duplicates_nothi
     // Two rounds, and more (up to four) while fewer than two kills have landed.
     let mut kills = 0;
     for round in 0..4 {
-        if round >= 2 && kills >= 2 {
+        if kill_rounds_done(round, 2, kills) {
             break;
         }
         let w = setup();

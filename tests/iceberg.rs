@@ -675,7 +675,7 @@ pub fn random_sigkill_through(catalog: &TestCatalog, rounds: u32) {
     });
     let mut kills = 0;
     for round in 0..rounds * 2 {
-        if round >= rounds && kills >= 2 {
+        if kill_rounds_done(round, rounds, kills) {
             break;
         }
         catalog.fresh();
@@ -814,7 +814,7 @@ pub fn four_shards_killed_at_random(catalog: &TestCatalog, rounds: u32) {
     let (_, full) = four_shards_round(catalog, seed, &mut rng, 0);
     let mut kills = 0;
     for round in 0..rounds * 2 {
-        if round >= rounds && kills >= 2 {
+        if kill_rounds_done(round, rounds, kills) {
             break;
         }
         kills += four_shards_round(catalog, seed, &mut rng, full).0;

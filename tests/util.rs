@@ -483,6 +483,13 @@ pub fn all_fail_points() -> Vec<String> {
         .collect()
 }
 
+/// Whether a kill loop has done enough: at least `rounds` rounds, and at least two kills
+/// landed (a round whose first command outlives its delay lands none, so a loop goes
+/// on past `rounds`, up to the bound its caller sets, until two have).
+pub fn kill_rounds_done(round: u32, rounds: u32, kills: u32) -> bool {
+    round >= rounds && kills >= 2
+}
+
 /// Of `points`, those around a table format's commit: the run's start and end, each
 /// checkpoint's completion and commit, and the format's own (`format_prefix`, such as
 /// `"delta."`). Where only the table's place or catalog differs from a matrix of every
