@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Interop check for Iceberg tables: readers that are not ours read what `ingest` wrote.
 
-Usage: iceberg_interop.py INGEST_BINARY WORKDIR [postgresql] [s3://BUCKET/PREFIX]
+Usage: iceberg_interop.py INGEST_BINARY WORKDIR [postgresql | rest] [s3://BUCKET/PREFIX]
 
 pyiceberg's SqlCatalog on the catalog ingest commits through (a SQLite file, or with
 `postgresql` a fresh database on .ci/pg-store's server (INGEST_TEST_PG_ADMIN), the password
-in PGPASSWORD), with the tables in WORKDIR or, given a bucket prefix, in the S3 store
+in PGPASSWORD), or with `rest` its RestCatalog on the S3 store's Iceberg REST catalog
+(INGEST_TEST_ICEBERG_REST, OAuth2 with the store's key; the tables in its table bucket),
+with the tables in WORKDIR or, given a bucket prefix, in the S3 store
 .ci/s3-store started (INGEST_TEST_S3_*; DuckDB through its httpfs extension), DuckDB's Iceberg
 extension (`iceberg_scan` of the current metadata file) and polars (`scan_iceberg`) read
 each table; the figures they must agree on are computed here from the fixture files with
@@ -40,7 +42,18 @@ if base:
                       INGEST_WORK_DIR=os.path.join(work, "iceberg-s3-working-copy"))
     io = {"s3.endpoint": endpoint, "s3.access-key-id": key_id,
           "s3.secret-access-key": secret, "s3.region": "us-east-1"}
-if "postgresql" in modes:
+if "rest" in modes:
+    # ingest takes the catalog's OAuth2 client credentials from ICEBERG_CREDENTIAL.
+    from pyiceberg.catalog.rest import RestCatalog
+    rest = os.environ["INGEST_TEST_ICEBERG_REST"]
+    warehouse = f"s3://{os.environ['INGEST_TEST_ICEBERG_BUCKET']}/"
+    os.environ["ICEBERG_CREDENTIAL"] = f"{key_id}:{secret}"
+    uri = f"{rest}?warehouse={warehouse}"
+    catalog = RestCatalog("ingest", uri=rest, warehouse=warehouse,
+                          credential=f"{key_id}:{secret}", **io)
+    work = os.path.join(work, "iceberg-rest")
+    os.makedirs(work)
+elif "postgresql" in modes:
     # ingest takes the password from PGPASSWORD, as psql does; SQLAlchemy from the URI.
     # A database of its own for each run: the runs use the same table names.
     import psycopg2

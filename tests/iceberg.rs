@@ -92,8 +92,9 @@ pub fn iceberg_table(db: &Path, name: &str) -> Option<IcebergTable> {
     TestCatalog::sqlite(db).table(name)
 }
 
-/// A catalog the tests load through and read back: a SQLite file, or a database of its
-/// own on the test PostgreSQL server (`.ci/pg-store`).
+/// A catalog the tests load through and read back: a SQLite file, a database of its
+/// own on the test PostgreSQL server (`.ci/pg-store`), or the SeaweedFS Iceberg REST
+/// catalog of the test store (`.ci/s3-store`).
 pub enum TestCatalog {
     Sqlite {
         db: PathBuf,
@@ -103,6 +104,9 @@ pub enum TestCatalog {
     },
     /// The database's URI, without the password (`PGPASSWORD` gives it).
     Postgres(String),
+    /// `http://HOST:PORT?warehouse=s3://BUCKET/`.
+    #[cfg(feature = "s3")]
+    Rest(String),
 }
 
 /// A client of the test PostgreSQL server at `uri`, with the password `.ci/pg-store`
@@ -165,6 +169,10 @@ impl TestCatalog {
     /// The catalog `--catalog URI` names (a table's contract records it).
     #[cfg_attr(not(feature = "s3"), allow(dead_code))] // read by the bucket tests
     pub fn from_uri(uri: &str) -> TestCatalog {
+        #[cfg(feature = "s3")]
+        if uri.starts_with("http://") {
+            return TestCatalog::Rest(uri.to_string());
+        }
         match uri.strip_prefix("sqlite://") {
             Some(db) => TestCatalog::sqlite(Path::new(db)),
             None => TestCatalog::Postgres(uri.to_string()),
@@ -176,6 +184,8 @@ impl TestCatalog {
         match self {
             TestCatalog::Sqlite { db, .. } => format!("sqlite://{}", db.display()),
             TestCatalog::Postgres(uri) => uri.clone(),
+            #[cfg(feature = "s3")]
+            TestCatalog::Rest(uri) => uri.clone(),
         }
     }
 
@@ -190,6 +200,9 @@ impl TestCatalog {
             TestCatalog::Postgres(uri) => pg_client(uri)
                 .batch_execute("DROP TABLE IF EXISTS iceberg_tables, iceberg_namespace_properties")
                 .unwrap(),
+            // Each case of a REST test names a table of its own (`s3_iceberg.rs`).
+            #[cfg(feature = "s3")]
+            TestCatalog::Rest(_) => panic!("no test empties the REST catalog"),
         }
     }
 
@@ -221,6 +234,8 @@ impl TestCatalog {
                     .unwrap()
                     .map(|row| row.get(0))
             }
+            #[cfg(feature = "s3")]
+            TestCatalog::Rest(uri) => crate::s3_iceberg::rest_location(uri, namespace, table),
         }
     }
 

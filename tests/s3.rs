@@ -27,10 +27,28 @@ pub struct Store {
     prefix: String,
     client: AmazonS3,
     rt: tokio::runtime::Runtime,
+    /// `ICEBERG_CREDENTIAL` of every command, for a store whose tables are in a REST
+    /// catalog.
+    catalog_credential: Option<String>,
 }
 
 /// The test store, or `None` (with the reason printed) when none was started.
 pub fn store(test: &str) -> Option<Store> {
+    store_in(test, "INGEST_TEST_S3_BUCKET")
+}
+
+/// The test store's table bucket, the warehouse of its Iceberg REST catalog (a table of
+/// that catalog lives there and nowhere else); `None` as for [`store`].
+#[cfg(feature = "iceberg")]
+pub fn table_bucket(test: &str) -> Option<Store> {
+    let mut store = store_in(test, "INGEST_TEST_ICEBERG_BUCKET")?;
+    // OAuth2 client credentials of SeaweedFS's catalog: the store's own key.
+    store.catalog_credential = Some(format!("{}:{}", store.key_id, store.secret));
+    Some(store)
+}
+
+/// A store on the bucket the environment variable `bucket_var` names.
+fn store_in(test: &str, bucket_var: &str) -> Option<Store> {
     let Ok(endpoint) = std::env::var("INGEST_TEST_S3_ENDPOINT") else {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
@@ -47,7 +65,7 @@ pub fn store(test: &str) -> Option<Store> {
     };
     let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is unset"));
     let (bucket, key_id, secret) = (
-        var("INGEST_TEST_S3_BUCKET"),
+        var(bucket_var),
         var("INGEST_TEST_S3_KEY_ID"),
         var("INGEST_TEST_S3_SECRET"),
     );
@@ -78,6 +96,7 @@ pub fn store(test: &str) -> Option<Store> {
         prefix,
         client,
         rt,
+        catalog_credential: None,
     };
     store.wait_for_bucket();
     Some(store)
@@ -86,7 +105,9 @@ pub fn store(test: &str) -> Option<Store> {
 impl Store {
     /// The bucket is made by the store's start-up, which may still be under way.
     fn wait_for_bucket(&self) {
-        let probe = ObjectPath::from(format!("{}/.probe", self.prefix));
+        // Where a table bucket takes an object: in an underscore directory of a table's
+        // place (NAMESPACE/TABLE/), not a dot file.
+        let probe = ObjectPath::from(format!("{}/probe/_probe/probe", self.prefix));
         for _ in 0..60 {
             let put = self
                 .rt
@@ -126,6 +147,11 @@ impl Store {
             if key.to_string_lossy().starts_with("AWS_") {
                 cmd.env_remove(key);
             }
+        }
+        cmd.env_remove("ICEBERG_TOKEN")
+            .env_remove("ICEBERG_CREDENTIAL");
+        if let Some(credential) = &self.catalog_credential {
+            cmd.env("ICEBERG_CREDENTIAL", credential);
         }
         cmd.env("AWS_ENDPOINT_URL", &self.endpoint)
             .env("AWS_ALLOW_HTTP", "true")
@@ -238,6 +264,7 @@ impl Store {
             return None;
         };
         let out = Command::new(python)
+            .env("INGEST_TEST_S3_BUCKET", &self.bucket)
             .arg(fixtures().parent().unwrap().join("tests/py/s3_check.py"))
             .args(args)
             .output()

@@ -347,10 +347,23 @@ pub fn crash_matrix_on_two_machines(
     extra: &[&str],
     reader: &TableReader,
 ) {
+    let inputs = s3.clone();
+    crash_matrix_reading_from(&inputs, s3, points, extra, reader);
+}
+
+/// [`crash_matrix_on_two_machines`] with the inputs in `inputs` (a table bucket holds
+/// objects only in its tables' own directories).
+pub fn crash_matrix_reading_from(
+    inputs: &Store,
+    s3: Arc<Store>,
+    points: &[String],
+    extra: &[&str],
+    reader: &TableReader,
+) {
     let fixtures = Workdir::new();
     let orders = fixtures.fixture("orders");
-    s3.put_dir(&orders, "in");
-    let inputs = s3.url("in");
+    inputs.put_dir(&orders, "in");
+    let inputs = inputs.url("in");
     let expected = input_rows(&[orders]);
     let mut crashes = 0;
     for point in points {

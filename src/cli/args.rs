@@ -127,10 +127,13 @@ pub(crate) struct Cli {
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub(crate) table_format: Option<TableFormat>,
 
-    /// An Iceberg table's catalog, the SQL catalog pyiceberg's SqlCatalog and Java's
-    /// JdbcCatalog read (catalog name `ingest`): sqlite:///ABS/PATH.db (in a SQLite file,
-    /// one host) or postgresql://USER@HOST:PORT/DATABASE (on a PostgreSQL server; the
-    /// password from PGPASSWORD, or in the URI, which is never written or printed)
+    /// An Iceberg table's catalog: the SQL catalog pyiceberg's SqlCatalog and Java's
+    /// JdbcCatalog read (catalog name `ingest`) in sqlite:///ABS/PATH.db (a SQLite file,
+    /// one host) or postgresql://USER@HOST:PORT/DATABASE (a PostgreSQL server; the
+    /// password from PGPASSWORD, or in the URI, which is never written or printed); or an
+    /// Iceberg REST catalog, http(s)://HOST[:PORT][/PATH][?warehouse=W] (a token from
+    /// ICEBERG_TOKEN, or OAuth2 client credentials ICEBERG_CREDENTIAL=ID:SECRET; never
+    /// printed)
     #[arg(long, value_name = "URI")]
     pub(crate) catalog: Option<String>,
 

@@ -16,6 +16,8 @@ pub(crate) enum CatalogKind {
     Sqlite,
     /// `postgresql://USER@HOST:PORT/DB`: the same SQL catalog on a PostgreSQL server.
     Postgres,
+    /// `http(s)://HOST[:PORT][/PATH][?warehouse=W]`: an Iceberg REST catalog.
+    Rest,
 }
 
 impl CatalogKind {
@@ -34,15 +36,12 @@ impl CatalogKind {
             return Ok(CatalogKind::Postgres);
         }
         if uri.starts_with("http://") || uri.starts_with("https://") {
-            bail!(
-                "--catalog {:?}: the Iceberg REST catalog is not supported yet; give \
-                 sqlite:///ABS/PATH.db or postgresql://USER@HOST:PORT/DATABASE",
-                without_password(uri)
-            );
+            return Ok(CatalogKind::Rest);
         }
         bail!(
             "--catalog {:?}: expected sqlite:///ABSOLUTE/PATH.db (a SQL catalog in a SQLite \
-             file) or postgresql://USER@HOST:PORT/DATABASE (on a PostgreSQL server)",
+             file), postgresql://USER@HOST:PORT/DATABASE (on a PostgreSQL server) or \
+             https://HOST/PATH (an Iceberg REST catalog)",
             without_password(uri)
         )
     }
@@ -202,11 +201,13 @@ mod tests {
             CatalogKind::of("postgres://h/c").unwrap(),
             CatalogKind::Postgres
         );
+        assert_eq!(
+            CatalogKind::of("https://rest.example/api?warehouse=w").unwrap(),
+            CatalogKind::Rest
+        );
         for (bad, says) in [
             ("sqlite://rel.db", "must be absolute"),
             ("mysql://u:tok@h/db", "expected sqlite:///"),
-            ("http://rest/", "REST catalog is not supported yet"),
-            ("https://u:tok@rest/", "REST catalog is not supported yet"),
         ] {
             let e = CatalogKind::of(bad).unwrap_err().to_string();
             assert!(e.contains(says), "{e}");

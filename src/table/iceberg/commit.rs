@@ -16,6 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
 
+use super::catalog::Swap;
 use super::manifest::{self, DataFile, ManifestFile};
 use super::metadata::{Snapshot, TableMetadata};
 use super::rewrite::{self, Counts, LiveFile};
@@ -189,12 +190,22 @@ pub(crate) fn commit(
             next.metadata_log.len(),
             uuid::Uuid::new_v4()
         );
-        let location = table.write_new(&name, &next.to_json()?)?;
+        // A catalog that writes the metadata file itself is sent the snapshot alone.
+        let location = if table.catalog_manages_metadata() {
+            String::new()
+        } else {
+            table.write_new(&name, &next.to_json()?)?
+        };
         table.sync_metadata_dir()?;
         failpoint::hit("iceberg.commit.before");
         let swapped = match &previous {
             None => table.create(&location),
-            Some(previous) => table.swap(previous, &location),
+            Some(previous) => table.swap(&Swap {
+                expected: previous,
+                new: &location,
+                base: &metadata,
+                next: &next,
+            }),
         };
         failpoint::hit("iceberg.commit.written");
         let swapped = if failpoint::fails("iceberg.commit.reply-lost") {

@@ -244,8 +244,12 @@ impl TableMetadata {
 
     /// Reads a metadata file's JSON; refuses a format version `ingest` does not write.
     pub(crate) fn parse(bytes: &[u8]) -> Result<TableMetadata> {
-        let metadata: TableMetadata =
+        let mut metadata: TableMetadata =
             serde_json::from_slice(bytes).context("an Iceberg metadata file")?;
+        // No snapshot yet, as Java's writer (and catalogs built on it) says it.
+        if metadata.current_snapshot_id == Some(-1) {
+            metadata.current_snapshot_id = None;
+        }
         if metadata.format_version != 2 {
             bail!(
                 "Iceberg format version {} (ingest writes version 2 tables)",
@@ -445,6 +449,11 @@ mod tests {
         );
         let again = TableMetadata::parse(&m.to_json().unwrap()).unwrap();
         assert_eq!(again, m);
+        // A table with no snapshot, as Java's writer says it.
+        let mut java: Value = serde_json::from_slice(&m.to_json().unwrap()).unwrap();
+        java["current-snapshot-id"] = Value::from(-1);
+        let read = TableMetadata::parse(&serde_json::to_vec(&java).unwrap()).unwrap();
+        assert_eq!(read.current_snapshot_id, None);
         let mut v1: Value = serde_json::from_slice(&m.to_json().unwrap()).unwrap();
         v1["format-version"] = Value::from(1);
         let err = TableMetadata::parse(&serde_json::to_vec(&v1).unwrap()).unwrap_err();

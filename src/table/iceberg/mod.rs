@@ -251,8 +251,21 @@ impl Format for Iceberg {
                 let uuid = uuid::Uuid::new_v4().to_string();
                 let new =
                     TableMetadata::new(uuid, table.location()?, schema, partition_by, now_ms())?;
-                let json = String::from_utf8(new.to_json()?)?;
-                (new, Some(json))
+                if table.catalog_manages_metadata() {
+                    // A REST catalog makes the table now, and may give its columns other
+                    // field ids than planned: the data files carry the ones it gave.
+                    table.create_empty(&new)?;
+                    match table.current()? {
+                        Some(current) => (current.metadata, None),
+                        None => bail!(
+                            "{}: the catalog created the table and then did not have it",
+                            table.describe()
+                        ),
+                    }
+                } else {
+                    let json = String::from_utf8(new.to_json()?)?;
+                    (new, Some(json))
+                }
             }
         };
         Ok(Begun {

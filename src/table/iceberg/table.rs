@@ -177,9 +177,21 @@ impl Table {
         self.catalog.create(&self.name, metadata)
     }
 
-    /// The catalog's compare-and-swap: `new` becomes current if `expected` still is.
-    pub(crate) fn swap(&self, expected: &str, new: &str) -> Result<bool> {
-        self.catalog.swap(&self.name, expected, new)
+    /// Whether the catalog writes the metadata files of commits itself.
+    pub(crate) fn catalog_manages_metadata(&self) -> bool {
+        self.catalog.manages_metadata()
+    }
+
+    /// Creates the table empty, as `planned` describes it, in a catalog that
+    /// manages its metadata (left as it is if another writer created it first).
+    pub(crate) fn create_empty(&self, planned: &TableMetadata) -> Result<()> {
+        self.catalog.create_empty(&self.name, planned)
+    }
+
+    /// The catalog's compare-and-swap: `swap.new` (`swap.next`) becomes current if
+    /// `swap.expected` (`swap.base`) still is.
+    pub(crate) fn swap(&self, swap: &catalog::Swap<'_>) -> Result<bool> {
+        self.catalog.swap(&self.name, swap)
     }
 
     /// Makes a commit found in the catalog durable before it is trusted (it may be one a

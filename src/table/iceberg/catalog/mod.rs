@@ -10,10 +10,12 @@
 //! on a PostgreSQL server ([`postgres`], every host that reaches it).
 
 mod postgres;
+mod rest;
 mod sqlite;
 
 use anyhow::{bail, Result};
 
+use super::metadata::TableMetadata;
 use crate::core::catalog::{CatalogKind, CatalogTable};
 
 /// The catalog's tables, as pyiceberg and Java's `JdbcCatalog` create them (the same
@@ -54,6 +56,17 @@ impl TableName {
     }
 }
 
+/// A commit as a catalog makes it: a SQL catalog swaps the metadata file `expected` for
+/// `new`; a REST catalog sends what `next` adds to `base` (the new snapshot, the `main`
+/// branch moved to it, the properties set) on the condition that `main` is still where
+/// `base` has it, and writes its own metadata file.
+pub(crate) struct Swap<'a> {
+    pub(crate) expected: &'a str,
+    pub(crate) new: &'a str,
+    pub(crate) base: &'a TableMetadata,
+    pub(crate) next: &'a TableMetadata,
+}
+
 /// A catalog's four operations. Each is one statement or transaction: none retries, so
 /// a commit whose answer was lost is decided by the caller looking at the table again.
 pub(crate) trait Catalog {
@@ -64,9 +77,27 @@ pub(crate) trait Catalog {
     /// writer registered it first (load it, and commit on its metadata instead).
     fn create(&self, table: &TableName, metadata: &str) -> Result<bool>;
 
-    /// Makes `new` the table's metadata file if `expected` still is: true when it was
-    /// swapped, false when another commit came first.
-    fn swap(&self, table: &TableName, expected: &str, new: &str) -> Result<bool>;
+    /// Whether the catalog makes the table's metadata files itself (a REST catalog): it
+    /// creates a table from its schema and partitioning ([`Catalog::create_empty`]) and
+    /// writes the metadata file of every commit, so a commit sends it no file of ours.
+    fn manages_metadata(&self) -> bool {
+        false
+    }
+
+    /// Creates the table empty, as `planned` describes it (location, columns,
+    /// partitioning); a table some other writer created first is left as it is. Only a
+    /// catalog that [`manages_metadata`](Catalog::manages_metadata) does this; the others
+    /// register the first commit's metadata file ([`Catalog::create`]).
+    fn create_empty(&self, table: &TableName, _planned: &TableMetadata) -> Result<()> {
+        bail!(
+            "{}.{}: this catalog registers a table with its first commit",
+            table.namespace,
+            table.name
+        )
+    }
+
+    /// Commits `swap`: true when it landed, false when another commit came first.
+    fn swap(&self, table: &TableName, swap: &Swap<'_>) -> Result<bool>;
 
     /// Makes every commit the catalog shows durable, another process's too (a commit
     /// found after a crash may be one the crash kept from reaching the disk).
@@ -78,12 +109,30 @@ pub(crate) fn open(target: &CatalogTable, name: &str) -> Result<Box<dyn Catalog>
     Ok(match CatalogKind::of(&target.catalog)? {
         CatalogKind::Sqlite => Box::new(sqlite::SqliteCatalog::open(&target.catalog, name)?),
         CatalogKind::Postgres => Box::new(postgres::PgCatalog::open(target, name)?),
+        CatalogKind::Rest => Box::new(rest::RestCatalog::open(target)?),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A swap of metadata file `expected` for `new` (a SQL catalog reads nothing else).
+    fn swap<'a>(expected: &'a str, new: &'a str) -> Swap<'a> {
+        static EMPTY: std::sync::OnceLock<TableMetadata> = std::sync::OnceLock::new();
+        let empty = EMPTY.get_or_init(|| {
+            let schema = crate::core::schema::Schema {
+                columns: Vec::new(),
+            };
+            TableMetadata::new("u".into(), "/t".into(), &schema, &[], 0).unwrap()
+        });
+        Swap {
+            expected,
+            new,
+            base: empty,
+            next: empty,
+        }
+    }
 
     /// What every catalog must do, run against each (the PostgreSQL one where the test
     /// environment has a server).
@@ -98,10 +147,10 @@ mod tests {
         assert!(!b.create(t, "other").unwrap(), "created twice");
         assert_eq!(b.load(t).unwrap().as_deref(), Some("m1"));
         // Two writers commit on m1: one lands, the other changes nothing.
-        assert!(a.swap(t, "m1", "m2a").unwrap());
-        assert!(!b.swap(t, "m1", "m2b").unwrap());
+        assert!(a.swap(t, &swap("m1", "m2a")).unwrap());
+        assert!(!b.swap(t, &swap("m1", "m2b")).unwrap());
         assert_eq!(b.load(t).unwrap().as_deref(), Some("m2a"));
-        assert!(b.swap(t, "m2a", "m3b").unwrap());
+        assert!(b.swap(t, &swap("m2a", "m3b")).unwrap());
         assert_eq!(a.load(t).unwrap().as_deref(), Some("m3b"));
         a.settle().unwrap();
         // Another catalog name in the same database is another catalog.

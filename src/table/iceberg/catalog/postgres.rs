@@ -27,7 +27,7 @@ use postgres::config::SslMode;
 use postgres::{Client, Config, NoTls};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::{Catalog, TableName, CREATE_TABLES};
+use super::{Catalog, Swap, TableName, CREATE_TABLES};
 use crate::core::catalog::CatalogTable;
 
 /// How long connecting, a lock wait, or a silent connection may take before failing.
@@ -274,7 +274,8 @@ impl Catalog for PgCatalog {
         Ok(())
     }
 
-    fn swap(&self, table: &TableName, expected: &str, new: &str) -> Result<bool> {
+    fn swap(&self, table: &TableName, swap: &Swap<'_>) -> Result<bool> {
+        let (expected, new) = (swap.expected, swap.new);
         let changed = self.with("cannot commit", false, |client| {
             client.execute(
                 "UPDATE iceberg_tables

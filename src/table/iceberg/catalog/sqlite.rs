@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{Catalog, TableName, CREATE_TABLES};
+use super::{Catalog, Swap, TableName, CREATE_TABLES};
 
 /// How long a statement waits for another writer's lock before it fails (a commit is a
 /// single short `UPDATE`, so only a stuck writer holds it this long).
@@ -89,7 +89,8 @@ impl Catalog for SqliteCatalog {
         crate::core::sys::fsutil::settle(&self.path)
     }
 
-    fn swap(&self, table: &TableName, expected: &str, new: &str) -> Result<bool> {
+    fn swap(&self, table: &TableName, swap: &Swap<'_>) -> Result<bool> {
+        let (expected, new) = (swap.expected, swap.new);
         let changed = self.conn.execute(
             "UPDATE iceberg_tables
              SET metadata_location = ?5, previous_metadata_location = ?4
