@@ -257,6 +257,14 @@ fn a_rest_catalogs_credentials_are_never_written_or_printed_and_a_lost_reply_is_
         snapshots, 4,
         "912 rows at 300 a checkpoint, one snapshot each"
     );
+    // The catalog writes the metadata files (its creation's and one per commit), ingest
+    // none of its own beside them.
+    let metadata_files = s3
+        .list("t/metadata")
+        .into_iter()
+        .filter(|(key, _)| key.ends_with(".metadata.json"))
+        .count();
+    assert_eq!(metadata_files, 1 + snapshots, "metadata files");
     // Neither the token nor the store's secret is in any output, any file of the
     // machine, or any object of the table.
     let secret = std::env::var("INGEST_TEST_S3_SECRET").unwrap();
