@@ -1,13 +1,16 @@
 //! The catalog of an Iceberg table: what names the table's current metadata file, and
 //! the compare-and-swap every commit of the table goes through.
 //!
-//! Both catalogs here are Iceberg's SQL catalog (the JDBC catalog's layout, which
+//! Two of the catalogs here are Iceberg's SQL catalog (the JDBC catalog's layout, which
 //! pyiceberg's `SqlCatalog` and Java's `JdbcCatalog` read and write): the table
 //! `iceberg_tables`, one row per table naming its current metadata file. A commit is one
 //! `UPDATE` whose `WHERE` names the metadata file the commit was made on, so of two
 //! commits made on the same metadata one lands and the other changes no row and starts
 //! again from the new one. The same tables in a SQLite file ([`sqlite`], one host) or
-//! on a PostgreSQL server ([`postgres`], every host that reaches it).
+//! on a PostgreSQL server ([`postgres`], every host that reaches it). The third is an
+//! Iceberg REST catalog ([`rest`]): it creates tables and writes their metadata files
+//! itself, and its compare-and-swap is a commit's requirements (the table's uuid, the
+//! snapshot `main` was at).
 
 mod postgres;
 mod rest;
@@ -67,8 +70,8 @@ pub(crate) struct Swap<'a> {
     pub(crate) next: &'a TableMetadata,
 }
 
-/// A catalog's four operations. Each is one statement or transaction: none retries, so
-/// a commit whose answer was lost is decided by the caller looking at the table again.
+/// A catalog's operations. Each is one statement, transaction or request: none retries,
+/// so a commit whose answer was lost is decided by the caller looking at the table again.
 pub(crate) trait Catalog {
     /// The table's current metadata file, or `None` when the catalog has no such table.
     fn load(&self, table: &TableName) -> Result<Option<String>>;
