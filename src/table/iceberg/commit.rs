@@ -185,15 +185,15 @@ pub(crate) fn commit(
             );
         }
         let (next, counts) = snapshot(table, &metadata, previous.as_deref(), marker, id, change)?;
-        let name = format!(
-            "{:05}-{}.metadata.json",
-            next.metadata_log.len(),
-            uuid::Uuid::new_v4()
-        );
         // A catalog that writes the metadata file itself is sent the snapshot alone.
         let location = if table.catalog_manages_metadata() {
             String::new()
         } else {
+            let name = format!(
+                "{:05}-{}.metadata.json",
+                next.metadata_log.len(),
+                uuid::Uuid::new_v4()
+            );
             table.write_new(&name, &next.to_json()?)?
         };
         table.sync_metadata_dir()?;
