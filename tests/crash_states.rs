@@ -114,26 +114,33 @@ fn explore(
     promise: &Promise,
     what: &str,
 ) -> Figures {
-    explore_with(w, history, (load, expected), promise, what, (&rows_of, 2))
+    explore_with(
+        w,
+        history,
+        (load, expected),
+        promise,
+        what,
+        (&rows_of, 2, 1000),
+    )
 }
 
 /// [`explore`], reading the table with `read`, with `random` states of random fates at
 /// each step beside the one where everything not durable is lost (`EXPLORE_RANDOM`
-/// overrides it).
+/// overrides it), checking at most `states` of them (`EXPLORE_STATES` overrides it).
 fn explore_with(
     w: &Workdir,
     history: &History,
     (load, expected): (&[&str], &[Row]),
     promise: &Promise,
     what: &str,
-    (read, random): (Reader, u64),
+    (read, random, states): (Reader, u64, u64),
 ) -> Figures {
     let seed = setting("EXPLORE_SEED", clock_seed());
     let figures = explorer::explore(
         w.dir.path(),
         history,
         setting("EXPLORE_RANDOM", random) as usize,
-        setting("EXPLORE_STATES", 1000) as usize,
+        setting("EXPLORE_STATES", states) as usize,
         seed,
         |state| check(w, history, state, (load, expected), promise, read),
     );
@@ -209,6 +216,62 @@ fn power_cuts_during_a_load_made_durable_by_syncfs_lose_no_row() {
     );
 }
 
+/// A load over many partitions: `EXPLORE_PARTITIONS` (100 by default, past the 64
+/// from which a step takes one `syncfs`; thousands by hand, issue 44) in two checkpoints
+/// of one row each. Every checkpoint stages a file per partition made durable by one
+/// `syncfs` (no override: the real threshold), and its commit makes the partition
+/// directories side by side before renaming into them (`create_dirs_durable`).
+#[test]
+fn power_cuts_during_a_load_over_many_partitions_lose_no_row() {
+    let partitions = setting("EXPLORE_PARTITIONS", 100);
+    let w = Workdir::new();
+    let mut csv = String::from("id,a,b,v\n");
+    for i in 0..2 * partitions {
+        let p = i % partitions;
+        csv.push_str(&format!("{i},{},{},v{i}\n", p % 40, p / 40));
+    }
+    w.write("wide/rows.csv", csv);
+    let rows = partitions.to_string();
+    let load: &[&str] = &["-t", "t", "-p", "a,b", "--checkpoint-rows", &rows, "wide"];
+    let history = explorer::record(
+        w.dir.path(),
+        "t",
+        &[Invocation {
+            program: None,
+            args: load,
+            env: &[],
+        }],
+    );
+    assert!(history.statuses[0].success(), "{}", history.stderrs[0]);
+    let syncfs = history
+        .steps
+        .iter()
+        .filter(|s| s.what.contains("syncfs"))
+        .count();
+    assert!(
+        syncfs >= 4,
+        "{syncfs} syncfs calls: the bulk path was not taken"
+    );
+    let expected = input_rows(&[w.path("wide")]);
+    assert_eq!(expected.len() as u64, 2 * partitions);
+    let promise = Promise {
+        rows: &expected,
+        what: "the load",
+    };
+    // Each state is a recovery and a load over hundreds of partitions (0.3 s): CI
+    // checks 100 of the 1,600 distinct states of 100 partitions (the all-lost state of
+    // every step first, then mixed ones); `.ci/explore` or `EXPLORE_STATES` more.
+    let what = format!("a load over {partitions} partitions");
+    explore_with(
+        &w,
+        &history,
+        (load, &expected),
+        &promise,
+        &what,
+        (&rows_of, 2, 100),
+    );
+}
+
 /// A recovery that publishes with one `syncfs`, after a kill -9 mid-commit.
 #[test]
 fn power_cuts_during_a_recovery_made_durable_by_syncfs_lose_no_row() {
@@ -272,7 +335,7 @@ fn killed_then_with(point: &str, then: &[&str], env: &[(&str, &str)], what: &str
         (LOAD, &expected),
         &promise,
         what,
-        (&rows_of, 1),
+        (&rows_of, 1, 1000),
     );
 }
 
@@ -578,7 +641,7 @@ impl IcebergCase {
             (load, expected),
             promise,
             what,
-            (&read, 1),
+            (&read, 1, 1000),
         );
     }
 }
