@@ -319,6 +319,20 @@ pub fn whole_load_ms(load: &[&str], setup: impl Fn() -> Workdir) -> u64 {
     run().min(run())
 }
 
+/// How long attempt `attempt` of a kill loop runs before its kill: a random share of
+/// `full` (a whole load's milliseconds, or more), but for the first attempt of a loop,
+/// a share of its first half. A first load that finished before its delay ended the
+/// loop with no kill at all, and with delays drawn over the whole load about one in two
+/// did: one CI run had two kill loops (thousands of partitions; a bucket table on two
+/// machines) land one kill each where they need two. The later attempts still draw from
+/// the whole load, so kills still land anywhere in it, the commit at its end included.
+pub fn first_kill_delay(rng: &mut Rng, attempt: u32, full: u64) -> u64 {
+    match attempt {
+        0 => rng.below((full / 2).max(1)),
+        _ => rng.below(full),
+    }
+}
+
 /// The operator's loop under random SIGKILLs: run the load; if it was interrupted,
 /// recover; again, until a load finishes. Each command is killed after a random share of
 /// `full` (a whole load's milliseconds), if it is still running. Every outcome must be a
@@ -353,7 +367,7 @@ pub fn operators_loop_killing_at_most(
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(rng.below(full)));
+        std::thread::sleep(Duration::from_millis(first_kill_delay(rng, attempt, full)));
         if kills < most && child.try_wait().unwrap().is_none() {
             child.kill().unwrap();
             kills += 1;

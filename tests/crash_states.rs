@@ -6,7 +6,10 @@
 //! CI explores at most `EXPLORE_STATES` distinct states per history (default 1,000: all
 //! of them for these histories) plus `EXPLORE_RANDOM` random ones per point (default 2);
 //! `.ci/explore` runs thousands.
-//! `EXPLORE_BIN` points it at another build, `EXPLORE_SEED` replays a sample.
+//! `EXPLORE_BIN` points it at another build, `EXPLORE_SEED` replays a sample,
+//! `EXPLORE_POSITIONS=N` makes states at N points spread over a history (and around
+//! each sync) instead of after every step: for the load over thousands of partitions,
+//! `EXPLORE_PARTITIONS=4000 EXPLORE_POSITIONS=200 EXPLORE_STATES=100`.
 
 use std::path::Path;
 

@@ -759,7 +759,7 @@ pub fn kill_loop_on_two_machines(s3: Arc<Store>, extra: &[&str], reader: &TableR
             // comes that much later, or on a fast machine no attempt would outlive the
             // wait (40 in a row did not, with runs of 0.6 s and a lease of 1 s).
             let wait = if killed { LEASE_SECS * 1000 } else { 0 };
-            let delay = wait + rng.below(full);
+            let delay = wait + crate::crash::first_kill_delay(&mut rng, attempt, full);
             let out;
             (out, killed) = run_killed_at(s3.on(&w, machine).args(args), delay);
             kills += u32::from(killed);

@@ -148,6 +148,9 @@ fn real_inode(path: &Path) -> Option<u64> {
     std::fs::symlink_metadata(path).ok().map(|m| m.ino())
 }
 
+/// Steps whose fate a crash state's report names; the rest are counted.
+const MAX_FATES_TOLD: usize = 40;
+
 /// What happened to a step that was not durable at the crash.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Fate {
@@ -171,6 +174,30 @@ pub struct CrashState {
 }
 
 impl History {
+    /// The points crashes are made at: after every step, or with `EXPLORE_POSITIONS=N`
+    /// (for a load over thousands of partitions, whose tens of thousands of steps each
+    /// replay the history before them) N + 1 spread evenly, and both sides of every
+    /// step that makes something durable: just before it returns, everything since the
+    /// last one is at stake.
+    fn points(&self) -> Vec<usize> {
+        let all = self.steps.len();
+        let spread = std::env::var("EXPLORE_POSITIONS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|&n| n > 0 && n < all);
+        let Some(n) = spread else {
+            return (0..=all).collect();
+        };
+        let mut points: std::collections::BTreeSet<usize> = (0..=n).map(|k| k * all / n).collect();
+        for (i, step) in self.steps.iter().enumerate() {
+            if matches!(step.op, Op::Fsync { .. } | Op::SyncAll) {
+                points.insert(i);
+                points.insert(i + 1);
+            }
+        }
+        points.into_iter().collect()
+    }
+
     /// Steps before `at` not durable at a crash there.
     pub fn volatile(&self, at: usize) -> Vec<usize> {
         (0..at).filter(|&i| self.durable_at[i] >= at).collect()
@@ -183,24 +210,37 @@ impl History {
         fs.nodes
             .extend(self.blank[fs.nodes.len()..].iter().cloned());
         let mut fates = Vec::new();
+        let mut untold = 0;
         let mut mixed = false;
         for (i, step) in self.steps[..at].iter().enumerate() {
             if self.durable_at[i] < at {
                 fs.apply(&step.op, None);
                 continue;
             }
-            match fate(i, step) {
-                Fate::Lost => fates.push(format!("lost #{i} {}", step.what)),
+            let told = match fate(i, step) {
+                Fate::Lost => format!("lost #{i} {}", step.what),
                 Fate::Kept => {
                     mixed = true;
-                    fs.apply(&step.op, None)
+                    fs.apply(&step.op, None);
+                    continue;
                 }
                 Fate::Torn(n) => {
                     mixed = true;
-                    fates.push(format!("torn to {n} bytes #{i} {}", step.what));
                     fs.apply(&step.op, Some(n));
+                    format!("torn to {n} bytes #{i} {}", step.what)
                 }
+            };
+            // A report names the first few; a load over thousands of partitions leaves
+            // tens of thousands of steps to a crash, and their text in every state
+            // took gigabytes.
+            if fates.len() < MAX_FATES_TOLD {
+                fates.push(told);
+            } else {
+                untold += 1;
             }
+        }
+        if untold > 0 {
+            fates.push(format!("{untold} more"));
         }
         CrashState {
             at,
@@ -218,7 +258,7 @@ impl History {
         let mut seen = HashMap::new();
         let mut states: Vec<CrashState> = Vec::new();
         let mut made = 0;
-        for at in 0..=self.steps.len() {
+        for at in self.points() {
             // The same files at a later point are kept in place of the earlier: a check
             // may expect more of a later point (what the load had acknowledged).
             let mut push = |state: CrashState| {
