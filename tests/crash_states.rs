@@ -178,20 +178,35 @@ fn power_cuts_during_a_load_lose_no_row() {
     assert!(!history.steps.iter().any(|s| s.what.contains("syncfs")));
 }
 
-/// Records the load with `env` set and explores power cuts anywhere in it.
-fn explored_load(env: &[(&str, &str)], what: &str) -> History {
-    let w = Workdir::new();
-    w.fixture("orders");
+/// The history of `load` (run with `env` set) in `w`, which must succeed.
+fn recorded_load(w: &Workdir, load: &[&str], env: &[(&str, &str)]) -> History {
     let history = explorer::record(
         w.dir.path(),
         "t",
         &[Invocation {
             program: None,
-            args: LOAD,
+            args: load,
             env,
         }],
     );
     assert!(history.statuses[0].success(), "{}", history.stderrs[0]);
+    history
+}
+
+/// The `syncfs` calls of `history`.
+fn syncfs_calls(history: &History) -> usize {
+    history
+        .steps
+        .iter()
+        .filter(|s| s.what.contains("syncfs"))
+        .count()
+}
+
+/// Records the load with `env` set and explores power cuts anywhere in it.
+fn explored_load(env: &[(&str, &str)], what: &str) -> History {
+    let w = Workdir::new();
+    w.fixture("orders");
+    let history = recorded_load(&w, LOAD, env);
     let expected = expected(&w);
     let promise = Promise {
         rows: &expected,
@@ -208,11 +223,7 @@ fn explored_load(env: &[(&str, &str)], what: &str) -> History {
 #[test]
 fn power_cuts_during_a_load_made_durable_by_syncfs_lose_no_row() {
     let history = explored_load(&[("INGEST_SYNCFS_FROM", "1")], "a load with syncfs");
-    let syncfs = history
-        .steps
-        .iter()
-        .filter(|s| s.what.contains("syncfs"))
-        .count();
+    let syncfs = syncfs_calls(&history);
     assert!(
         syncfs >= 4,
         "{syncfs} syncfs calls: the bulk path was not taken"
@@ -236,21 +247,8 @@ fn power_cuts_during_a_load_over_many_partitions_lose_no_row() {
     w.write("wide/rows.csv", csv);
     let rows = partitions.to_string();
     let load: &[&str] = &["-t", "t", "-p", "a,b", "--checkpoint-rows", &rows, "wide"];
-    let history = explorer::record(
-        w.dir.path(),
-        "t",
-        &[Invocation {
-            program: None,
-            args: load,
-            env: &[],
-        }],
-    );
-    assert!(history.statuses[0].success(), "{}", history.stderrs[0]);
-    let syncfs = history
-        .steps
-        .iter()
-        .filter(|s| s.what.contains("syncfs"))
-        .count();
+    let history = recorded_load(&w, load, &[]);
+    let syncfs = syncfs_calls(&history);
     assert!(
         syncfs >= 4,
         "{syncfs} syncfs calls: the bulk path was not taken"
