@@ -202,6 +202,24 @@ fn syncfs_calls(history: &History) -> usize {
         .count()
 }
 
+/// The numbers of the part files `history` renames into the table (`…/part-…-SEQ.csv`).
+fn published_seqs(history: &History) -> std::collections::BTreeSet<u64> {
+    history
+        .steps
+        .iter()
+        .flat_map(|s| s.what.split('"'))
+        .filter_map(|arg| {
+            let stem = arg.strip_suffix(".csv")?;
+            stem.rsplit_once("/part-")?
+                .1
+                .rsplit('-')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
 /// Records the load with `env` set and explores power cuts anywhere in it.
 fn explored_load(env: &[(&str, &str)], what: &str) -> History {
     let w = Workdir::new();
@@ -230,14 +248,16 @@ fn power_cuts_during_a_load_made_durable_by_syncfs_lose_no_row() {
     );
 }
 
-/// A load over many partitions: `EXPLORE_PARTITIONS` (100 by default, past the 64
-/// from which a step takes one `syncfs`; thousands by hand, issue 44) in two checkpoints
-/// of one row each. Every checkpoint stages a file per partition made durable by one
-/// `syncfs` (no override: the real threshold), and its commit makes the partition
-/// directories side by side before renaming into them (`create_dirs_durable`).
+/// A load over many partitions: `EXPLORE_PARTITIONS` (140 by default; thousands by
+/// hand, issue 44) in two checkpoints of one row each, on two threads: past the first 50
+/// partitions of a checkpoint (`INGEST_SPREAD_FROM`; 256 without it) a second sink
+/// stages files beside the first, as a load over thousands does, 70 files each: past
+/// the 64 from which a step takes one `syncfs` (no override: the real threshold). Its
+/// commit makes the partition directories side by side before renaming into them
+/// (`create_dirs_durable`).
 #[test]
 fn power_cuts_during_a_load_over_many_partitions_lose_no_row() {
-    let partitions = setting("EXPLORE_PARTITIONS", 100);
+    let partitions = setting("EXPLORE_PARTITIONS", 140);
     let w = Workdir::new();
     let mut csv = String::from("id,a,b,v\n");
     for i in 0..2 * partitions {
@@ -246,12 +266,29 @@ fn power_cuts_during_a_load_over_many_partitions_lose_no_row() {
     }
     w.write("wide/rows.csv", csv);
     let rows = partitions.to_string();
-    let load: &[&str] = &["-t", "t", "-p", "a,b", "--checkpoint-rows", &rows, "wide"];
-    let history = recorded_load(&w, load, &[]);
+    let load: &[&str] = &[
+        "-t",
+        "t",
+        "-p",
+        "a,b",
+        "--checkpoint-rows",
+        &rows,
+        "--threads",
+        "2",
+        "wide",
+    ];
+    let history = recorded_load(&w, load, &[("INGEST_SPREAD_FROM", "50")]);
+    // Each sink's preCommit and each commit.
     let syncfs = syncfs_calls(&history);
     assert!(
-        syncfs >= 4,
+        syncfs >= 6,
         "{syncfs} syncfs calls: the bulk path was not taken"
+    );
+    // Both sinks wrote files (sink i of 2 numbers its files i, i + 2, …).
+    let seqs = published_seqs(&history);
+    assert!(
+        seqs.iter().any(|n| n % 2 == 0) && seqs.iter().any(|n| n % 2 == 1),
+        "the files of one sink only: {seqs:?}"
     );
     let expected = input_rows(&[w.path("wide")]);
     assert_eq!(expected.len() as u64, 2 * partitions);

@@ -404,10 +404,11 @@ fn several_sinks_split_the_partitions_and_write_what_one_writes() {
     many_partitions(&serial);
     let load = MANY_PARTITIONS_LOAD;
     assert_code(&serial.run(&[load, &["--threads", "1"]].concat()), 0);
-    // Four threads: two sinks; eight: four. 600 partitions: more than a sink keeps open
-    // under an open-file limit of 1024 (128 and 64 files), while the serial run above
-    // keeps every file open.
-    for (threads, sinks) in [("4", 2), ("8", 4)] {
+    // Two threads: a second sink, once a checkpoint has 256 partitions; four: two
+    // sinks from the first row; eight: four. 600 partitions: more than a sink keeps
+    // open under an open-file limit of 1024 (128 and 64 files), while the serial run
+    // above keeps every file open.
+    for (threads, sinks) in [("2", 2), ("4", 2), ("8", 4)] {
         let w = Workdir::new().with_open_file_limit(FEW_OPEN_FILES);
         many_partitions(&w);
         assert_code(&w.run(&[load, &["--threads", threads]].concat()), 0);
@@ -431,6 +432,28 @@ fn several_sinks_split_the_partitions_and_write_what_one_writes() {
             );
         }
     }
+    // Fewer than 256 partitions a checkpoint: two threads keep to one sink, whose
+    // files are numbered 0, 2, 4, …
+    let w = Workdir::new();
+    let mut text = String::from("id,p\n");
+    for i in 0..3000 {
+        text.push_str(&format!("{i},v{}\n", i % 200));
+    }
+    w.write("few.csv", &text);
+    let few = ["-t", "t", "-p", "p", "--checkpoint-rows", "1000", "few.csv"];
+    assert_code(&w.run(&[&few[..], &["--threads", "2"]].concat()), 0);
+    let seqs = part_seqs(&w.path("t"));
+    assert_eq!(seqs.len(), 3, "{seqs:?}");
+    for (checkpoint, mut seqs) in seqs {
+        seqs.sort_unstable();
+        let first_sink: Vec<u64> = (0..200).map(|n| 2 * n).collect();
+        assert_eq!(seqs, first_sink, "checkpoint {checkpoint}");
+    }
+    assert_same_rows(
+        table_rows(&w.path("t")),
+        input_rows(&[w.path("few.csv")]),
+        "200 partitions, two threads",
+    );
     // Cut files (--target-file-size) keep their partition's sink and rows.
     let w = Workdir::new();
     let mut text = String::from("id,p,filler\n");

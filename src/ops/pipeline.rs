@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, sync_channel};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread;
 
 use anyhow::{anyhow, bail, Result};
@@ -154,30 +154,58 @@ pub(crate) struct Threads {
     /// Parse workers (`source/parallel.rs`); 0: the source thread parses.
     pub(crate) workers: usize,
     /// Sinks splitting the partitions (`sink/router.rs`), with a router in front when
-    /// there are several.
+    /// there are several and no `spread_from`.
     pub(crate) sinks: usize,
+    /// Partitions a checkpoint has before the sinks past the first take any; 0: every
+    /// sink from the first row. With a mark, the first sink routes on its own thread.
+    pub(crate) spread_from: usize,
+}
+
+/// Partitions in a checkpoint from which a two-thread load's second sink takes some.
+/// Below, one sink is faster: the source's thread and the sink's keep both cores busy.
+/// Past it, each row's part file and buffer are out of the cache, a new file is made
+/// for most of the first rows, and the sink's thread is the bottleneck at 100% of a
+/// core while the source's leaves about half of the other idle (`perf`, 4,000
+/// partitions).
+pub(crate) const SPREAD_FROM: usize = 256;
+
+/// The mark: [`SPREAD_FROM`] or `INGEST_SPREAD_FROM` (tests set a low one to put two
+/// sinks under a small load).
+fn spread_from() -> usize {
+    static FROM: OnceLock<usize> = OnceLock::new();
+    *FROM.get_or_init(|| {
+        std::env::var("INGEST_SPREAD_FROM")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(SPREAD_FROM)
+    })
 }
 
 impl Threads {
-    /// Up to two threads: the source's and one sink's, as the default on two cores. On
-    /// two cores the sink alone keeps one busy, and parse workers or a second sink
-    /// beside it only take turns with it (`bench.py --scaling`: --threads 1 at
-    /// 0.83-0.86 of the time of two parse workers, 1 GB in 4 files and in 1; two sinks
-    /// no faster than one). Beyond, the sink's work (encoding, copying, the kernel's
-    /// page-cache copy: 47-50% of a plain load's samples) about equals the parsing
-    /// (40%): half the threads write, the rest parse (at least two workers, so chunks
-    /// finish out of order even on one core; never more than the cores).
+    /// Up to two threads: the source's and one sink's, as the default on two cores, and
+    /// at two a second sink that takes partitions only once a checkpoint has
+    /// [`SPREAD_FROM`]. On two cores the sink alone keeps one busy, and parse workers
+    /// or a second sink beside it only take turns with it (`bench.py --scaling`:
+    /// --threads 1 at 0.83-0.86 of the time of two parse workers, 1 GB in 4 files and in
+    /// 1; two sinks no faster than one over 40 partitions). Beyond, the sink's work
+    /// (encoding, copying, the kernel's page-cache copy: 47-50% of a plain load's
+    /// samples) about equals the parsing (40%): half the threads write, the rest parse
+    /// (at least two workers, so chunks finish out of order even on one core; never
+    /// more than the cores).
     pub(crate) fn for_load(threads: usize) -> Threads {
         if threads <= 2 {
             return Threads {
                 workers: 0,
-                sinks: 1,
+                sinks: threads.clamp(1, 2),
+                spread_from: spread_from(),
             };
         }
         let sinks = (threads / 2).min(sink::router::MAX_SINKS);
         Threads {
             workers: (threads - sinks - 1).max(2),
             sinks,
+            spread_from: 0,
         }
     }
 }
@@ -212,8 +240,12 @@ pub(crate) fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
         fsutil::sync_ancestors(&store.dir(), &spec.layout.dir)?;
     }
     let first_checkpoint = spec.resume.map_or(1, |c| c.checkpoint + 1);
-    let Threads { workers, sinks } = Threads::for_load(spec.threads);
-    let mut table_sinks = (0..sinks)
+    let Threads {
+        workers,
+        sinks,
+        spread_from,
+    } = Threads::for_load(spec.threads);
+    let table_sinks = (0..sinks)
         .map(|index| {
             let shard = SinkShare {
                 index,
@@ -240,7 +272,7 @@ pub(crate) fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
     let (ack_tx, ack_rx) = channel();
 
     thread::scope(|scope| {
-        let depth = if workers == 0 && sinks == 1 {
+        let depth = if workers == 0 {
             TWO_THREAD_DEPTH
         } else {
             CHANNEL_DEPTH
@@ -261,33 +293,37 @@ pub(crate) fn execute(spec: Spec, journal: &mut Journal) -> Result<()> {
                 .spawn_scoped(scope, move || stage::run(stages, input, tx, acks, store));
             handles.push(("stages", handle));
         }
-        let router = table_sinks[0].router(sinks);
+        let router = table_sinks[0].router(sinks).spreading_from(spread_from);
         // Each sink's window of checkpoints in flight (`sink/window.rs`).
-        let (releases, mut permits): (Vec<_>, Vec<_>) =
+        let (releases, permits): (Vec<_>, Vec<_>) =
             (0..sinks).map(|_| sink::window::window()).unzip();
-        if sinks == 1 {
-            let (acks, mut router, sink) = (ack_tx.clone(), router, table_sinks.remove(0));
-            let permits = permits.remove(0);
-            let handle = named("sink").spawn_scoped(scope, move || {
-                let work = rx.into_iter().map(|msg| router.route(msg));
+        let mut jobs: Vec<_> = table_sinks.into_iter().zip(permits).collect();
+        // One sink, or a spreading mark: the first sink routes on its own thread as it
+        // reads the pipeline's output; otherwise a router thread feeds every sink.
+        let inline = sinks == 1 || spread_from > 0;
+        let first = inline.then(|| jobs.remove(0));
+        let mut outlets = Vec::with_capacity(sinks);
+        for (sink, permits) in jobs {
+            let (tx, work) = sync_channel(OUTLET_DEPTH);
+            outlets.push(tx);
+            let (acks, returns) = (ack_tx.clone(), returns.clone());
+            let name = format!("sink-{}", sink.shard_index());
+            let handle = named(&name).spawn_scoped(scope, move || {
                 sink::run(sink, work, returns, (acks, permits), nstages == 0)
             });
             handles.push(("sink", handle));
-        } else {
-            let mut outlets = Vec::with_capacity(sinks);
-            for (index, (sink, permits)) in table_sinks.into_iter().zip(permits).enumerate() {
-                let (tx, work) = sync_channel(OUTLET_DEPTH);
-                outlets.push(tx);
-                let (acks, returns) = (ack_tx.clone(), returns.clone());
-                let handle = named(&format!("sink-{index}")).spawn_scoped(scope, move || {
-                    sink::run(sink, work, returns, (acks, permits), nstages == 0)
-                });
-                handles.push(("sink", handle));
-            }
-            let handle =
-                named("router").spawn_scoped(scope, move || sink::route(router, rx, outlets));
-            handles.push(("router", handle));
         }
+        let handle = match first {
+            Some((sink, permits)) => {
+                let acks = ack_tx.clone();
+                named("sink").spawn_scoped(scope, move || {
+                    let work = sink::route_inline(router, rx, outlets);
+                    sink::run(sink, work, returns, (acks, permits), nstages == 0)
+                })
+            }
+            None => named("router").spawn_scoped(scope, move || sink::route(router, rx, outlets)),
+        };
+        handles.push((if inline { "sink" } else { "router" }, handle));
         drop(ack_tx);
 
         let mut coordinator = Coordinator::new(
@@ -358,14 +394,18 @@ mod tests {
     fn threads_go_half_to_sinks_and_the_rest_to_parsing() {
         let split = |threads| {
             let t = Threads::for_load(threads);
-            (t.workers, t.sinks)
+            (t.workers, t.sinks, t.spread_from)
         };
-        assert_eq!(split(1), (0, 1));
-        assert_eq!(split(2), (0, 1));
-        assert_eq!(split(3), (2, 1));
-        assert_eq!(split(4), (2, 2));
-        assert_eq!(split(8), (3, 4));
-        assert_eq!(split(64), (31, 32));
+        assert_eq!(split(1), (0, 1, SPREAD_FROM));
+        assert_eq!(
+            split(2),
+            (0, 2, SPREAD_FROM),
+            "two threads: a second sink once a checkpoint has many partitions"
+        );
+        assert_eq!(split(3), (2, 1, 0));
+        assert_eq!(split(4), (2, 2, 0));
+        assert_eq!(split(8), (3, 4, 0));
+        assert_eq!(split(64), (31, 32, 0));
         assert_eq!(split(1024).1, sink::router::MAX_SINKS);
     }
 

@@ -42,11 +42,11 @@ pub(crate) use commit::publish;
 use transaction::{PartFile, Transaction};
 
 use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::{Receiver, Sender, SyncSender};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use crate::core::batch::{RecordBatch, Returns};
+use crate::core::batch::{Msg, RecordBatch, Returns};
 use crate::core::layout::JobLayout;
 use crate::core::layout::TableStore;
 use crate::core::options::Compression;
@@ -193,7 +193,7 @@ impl TableSink {
                 layout,
                 run_id,
                 first_checkpoint,
-                open_cap(output, SinkShare::ONE),
+                (open_cap(output, SinkShare::ONE), SinkShare::ONE),
             ),
             runs: encode::Runs::default(),
             routes: route::Routes::default(),
@@ -209,8 +209,18 @@ impl TableSink {
     /// router gives it, and its part files' sequence numbers are its own.
     pub(crate) fn into_shard(self, shard: SinkShare) -> TableSink {
         let max_open = open_cap(self.output, shard);
-        let txn = Transaction::new(&self.layout, &self.run_id, self.txn.checkpoint, max_open);
+        let txn = Transaction::new(
+            &self.layout,
+            &self.run_id,
+            self.txn.checkpoint,
+            (max_open, shard),
+        );
         TableSink { shard, txn, ..self }
+    }
+
+    /// Which of the load's sinks this is (0: the first).
+    pub(crate) fn shard_index(&self) -> usize {
+        self.shard.index
     }
 
     /// A router for this sink's partition columns, feeding `sinks` sinks.
@@ -274,8 +284,8 @@ impl TableSink {
             // A closed file takes rows in memory first (`transaction.rs`).
             let mut rest = rows;
             let format = self.txn.parts[part].format;
+            let size = self.txn.write_buffer(part);
             if let Some(pending) = self.txn.pending(part) {
-                let size = transaction::write_buffer(part);
                 while let Some((&row, tail)) = rest.split_first() {
                     if pending.len() >= size {
                         break;
@@ -423,8 +433,8 @@ impl TableSink {
             // Parquet compresses inside the file.
             Format::Parquet => ("parquet", ""),
         };
-        // Sinks number their files apart: sink i of k takes i, i + k, i + 2k, …
-        let seq = self.txn.parts.len() * self.shard.count + self.shard.index;
+        // Sinks number their files apart.
+        let seq = self.txn.seq(self.txn.parts.len());
         let file_name = format!(
             "part-{}-{}-{:06}-{seq:05}.{ext}{suffix}",
             self.layout.job, self.run_id, self.txn.checkpoint,
@@ -478,7 +488,7 @@ impl TableSink {
             self.run_id,
             crate::core::layout::checkpoint_dir_name(txn.checkpoint)
         );
-        let buffer = transaction::write_buffer(txn.parts.len());
+        let buffer = txn.write_buffer(txn.parts.len());
         let mut writer = match format {
             #[cfg(feature = "parquet")]
             Format::Parquet => Encoder::parquet(
@@ -529,7 +539,7 @@ impl TableSink {
             &self.layout,
             &self.run_id,
             barrier.checkpoint + 1,
-            self.txn.max_open(),
+            self.txn.kept(),
         );
         let txn = std::mem::replace(&mut self.txn, next);
         if txn.checkpoint != barrier.checkpoint {
@@ -753,26 +763,58 @@ pub(crate) fn run(
     }
 }
 
-/// Sends each routed message to every sink: the router's thread when several sinks
-/// share the partitions. Stops when the input ends or a sink has stopped (it reports
-/// why).
+/// Sends each routed message to the sinks it concerns: the router's thread when several
+/// sinks share the partitions. Stops when the input ends or a sink has stopped (it
+/// reports why).
 pub(crate) fn route(
     mut router: Router,
-    input: Receiver<crate::core::batch::Msg>,
-    sinks: Vec<std::sync::mpsc::SyncSender<Work>>,
+    input: Receiver<Msg>,
+    sinks: Vec<SyncSender<Work>>,
 ) -> Result<()> {
     for msg in input {
         let work = router.route(msg);
-        for sink in &sinks {
-            let copy = match &work {
-                Work::Batch(routed) => Work::Batch(routed.clone()),
-                Work::Barrier(barrier) => Work::Barrier(*barrier),
-            };
-            sink.send(copy)
-                .map_err(|_| anyhow!("the pipeline stopped"))?;
+        for (index, sink) in sinks.iter().enumerate() {
+            if let Some(copy) = work_for(&work, index) {
+                sink.send(copy)
+                    .map_err(|_| anyhow!("the pipeline stopped"))?;
+            }
         }
     }
     Ok(())
+}
+
+/// The first sink's work, routed on its own thread as it is read: each batch with rows
+/// of the sinks after it (`others`, sinks 1, 2, …), and every barrier, is handed to them
+/// on the way. Ends early if one of them has stopped: it reports why, and the first
+/// sink, its input ended without a final barrier, aborts.
+pub(crate) fn route_inline(
+    mut router: Router,
+    input: Receiver<Msg>,
+    others: Vec<SyncSender<Work>>,
+) -> impl Iterator<Item = Work> {
+    input.into_iter().map_while(move |msg| {
+        let work = router.route(msg);
+        for (index, sink) in (1..).zip(&others) {
+            if let Some(copy) = work_for(&work, index) {
+                sink.send(copy).ok()?;
+            }
+        }
+        Some(work)
+    })
+}
+
+/// What sink `index` gets of `work`: every barrier, and a batch if it has rows there to
+/// write (or, for the first sink, bad rows for the rejects file).
+fn work_for(work: &Work, index: usize) -> Option<Work> {
+    match work {
+        Work::Barrier(barrier) => Some(Work::Barrier(*barrier)),
+        Work::Batch(routed)
+            if routed.has_rows_for(index) || (index == 0 && !routed.batch.rejects.is_empty()) =>
+        {
+            Some(Work::Batch(routed.clone()))
+        }
+        Work::Batch(_) => None,
+    }
 }
 
 /// Several sinks' preCommits of one checkpoint, made durable and journaled as one.

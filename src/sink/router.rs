@@ -10,6 +10,11 @@
 //! least loaded sink), which costs nothing: every checkpoint starts new files anyway.
 //! Ids are assigned in the order keys first appear, and owners from row counts only, so
 //! the same input gives the same assignment.
+//!
+//! A router may hold its sinks past the first back until a checkpoint has many
+//! partitions ([`Router::spreading_from`]): the default two-thread load has a second
+//! sink that takes partitions only once a checkpoint has hundreds, where one sink's
+//! thread is the bottleneck of the load and the source's leaves half a core idle.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,6 +32,15 @@ pub(crate) struct Routed {
     pub(crate) ids: Vec<u32>,
     /// The sink that writes each row, in row order.
     pub(crate) owners: Vec<u8>,
+    /// Bit `i` set: sink `i` owns at least one row of the batch.
+    pub(crate) sinks: u64,
+}
+
+impl Routed {
+    /// Whether sink `index` has rows in this batch to write.
+    pub(crate) fn has_rows_for(&self, index: usize) -> bool {
+        self.sinks & (1 << index) != 0
+    }
 }
 
 /// What a sink receives: batches shared by every sink (each writes its own rows), and
@@ -37,7 +51,7 @@ pub(crate) enum Work {
     Barrier(Barrier),
 }
 
-/// Most sinks one router feeds (owners are bytes).
+/// Most sinks one router feeds (owners are bytes, and `Routed::sinks` a 64-bit mask).
 pub(crate) const MAX_SINKS: usize = 64;
 
 /// Assigns partition ids and owners, on the thread in front of the sinks.
@@ -53,6 +67,11 @@ pub(crate) struct Router {
     load: Vec<u64>,
     /// Per sink: rows routed to it in the current checkpoint.
     sink_load: Vec<u64>,
+    /// Partitions with rows in the current checkpoint.
+    partitions: usize,
+    /// Partitions a checkpoint has before sinks past the first take any (0: all sinks
+    /// take partitions from the first row).
+    spread_from: usize,
     key: Vec<u8>,
 }
 
@@ -68,8 +87,19 @@ impl Router {
             owner: Vec::new(),
             load: Vec::new(),
             sink_load: vec![0; sinks],
+            partitions: 0,
+            spread_from: 0,
             key: Vec::new(),
         }
+    }
+
+    /// This router, giving every partition to the first sink until a checkpoint has
+    /// `partitions` of them: new partitions then go to the least loaded sink, and the
+    /// next checkpoint starts with its partitions dealt over every sink. A checkpoint
+    /// with fewer stays on the first sink alone, and so does the next one.
+    pub(crate) fn spreading_from(mut self, partitions: usize) -> Router {
+        self.spread_from = partitions;
+        self
     }
 
     /// Routes a message: a batch's rows get ids and owners; a barrier deals out the
@@ -87,6 +117,7 @@ impl Router {
     fn route_batch(&mut self, batch: RecordBatch) -> Routed {
         let mut ids = Vec::with_capacity(batch.len());
         let mut owners = Vec::with_capacity(batch.len());
+        let mut sinks = 0u64;
         // One partition column (the usual case): its value is the key as it is.
         let single = match self.partition_cols[..] {
             [col] => Some(batch.column(col)),
@@ -117,19 +148,38 @@ impl Router {
                     self.new_id()
                 }
             } as usize;
+            if self.load[id] == 0 {
+                self.partitions += 1;
+            }
             self.load[id] += 1;
             let owner = self.owner[id];
             self.sink_load[owner as usize] += 1;
+            sinks |= 1 << owner;
             ids.push(id as u32);
             owners.push(owner);
         }
-        Routed { batch, ids, owners }
+        Routed {
+            batch,
+            ids,
+            owners,
+            sinks,
+        }
     }
 
-    /// An id for the key in `self.key`, owned by the least loaded sink.
+    /// Whether the current checkpoint's partitions go to every sink.
+    fn spread(&self) -> bool {
+        self.partitions >= self.spread_from
+    }
+
+    /// An id for the key in `self.key`, owned by the least loaded sink (the first while
+    /// the checkpoint has too few partitions to spread).
     fn new_id(&mut self) -> u32 {
         let id = self.owner.len() as u32;
-        let owner = least_loaded(&self.sink_load);
+        let owner = if self.spread() {
+            least_loaded(&self.sink_load)
+        } else {
+            0
+        };
         self.ids.insert(self.key.clone(), id);
         self.owner.push(owner as u8);
         self.load.push(0);
@@ -137,9 +187,12 @@ impl Router {
     }
 
     /// Deals the partitions out again, largest of the ended checkpoint first, each to
-    /// the sink with the fewest rows so far; then starts counting the next checkpoint.
+    /// the sink with the fewest rows so far (all to the first if the ended checkpoint
+    /// had too few to spread); then starts counting the next checkpoint.
     fn rebalance(&mut self) {
-        if self.sinks > 1 {
+        if !self.spread() {
+            self.owner.iter_mut().for_each(|o| *o = 0);
+        } else if self.sinks > 1 {
             let mut order: Vec<usize> = (0..self.owner.len()).collect();
             // Stable: equal loads keep id order, so the deal is deterministic.
             order.sort_by_key(|&id| std::cmp::Reverse(self.load[id]));
@@ -152,6 +205,7 @@ impl Router {
         }
         self.load.iter_mut().for_each(|l| *l = 0);
         self.sink_load.iter_mut().for_each(|l| *l = 0);
+        self.partitions = 0;
     }
 }
 
@@ -223,6 +277,46 @@ mod tests {
         // Loads c 1, b 1, a 1: in id order a → 0, b → 1, c → 0.
         let r = routed(&mut router, &["a", "b", "c"]);
         assert_eq!(r.owners, [0, 1, 0]);
+    }
+
+    #[test]
+    fn later_sinks_take_partitions_only_once_a_checkpoint_has_enough() {
+        let mut router = Router::new(vec![0], 2).spreading_from(3);
+        let r = routed(&mut router, &["a", "b", "a", "c", "d", "e"]);
+        // a, b and c go to the first sink: d is the fourth partition, and the first
+        // sink then has four rows against none; e follows the rows too.
+        assert_eq!(r.owners, [0, 0, 0, 0, 1, 1]);
+        assert!(r.has_rows_for(0) && r.has_rows_for(1));
+        barrier(&mut router);
+        // Five partitions spread: the next checkpoint deals them over both sinks
+        // (a's two rows first: a → 0, then b → 1, c → 1, d → 0, e → 1 by rows dealt).
+        let r = routed(&mut router, &["a", "b", "c", "d", "e"]);
+        assert_eq!(r.owners, [0, 1, 1, 0, 1]);
+        barrier(&mut router);
+        // Loads all 1: dealt in id order, a → 0, b → 1, c → 0, d → 1, e → 0. A checkpoint
+        // of two partitions, below the mark: the next one is on the first sink alone,
+        // whichever sinks its partitions had.
+        let r = routed(&mut router, &["b", "d"]);
+        assert_eq!(r.owners, [1, 1]);
+        assert!(
+            !r.has_rows_for(0),
+            "no row of this batch is the first sink's"
+        );
+        barrier(&mut router);
+        let r = routed(&mut router, &["b", "d", "f"]);
+        assert_eq!(r.owners, [0, 0, 0]);
+        assert!(!r.has_rows_for(1));
+    }
+
+    #[test]
+    fn a_router_that_spreads_from_the_first_partition_is_the_plain_one() {
+        let values = ["a", "b", "a", "c", "d", "b"];
+        let mut plain = Router::new(vec![0], 3);
+        let mut spreading = Router::new(vec![0], 3).spreading_from(0);
+        assert_eq!(
+            routed(&mut plain, &values).owners,
+            routed(&mut spreading, &values).owners
+        );
     }
 
     #[test]

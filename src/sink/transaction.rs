@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use super::encode::Encoder;
+use super::SinkShare;
 use crate::core::layout::JobLayout;
 use crate::core::options::Compression;
 use crate::core::options::Format;
@@ -57,6 +58,9 @@ pub(super) struct Transaction {
     pub(super) open: VecDeque<usize>,
     /// How many may be open at once ([`open_cap`]).
     max_open: usize,
+    /// Which sink's transaction this is: its files are numbered apart from the other
+    /// sinks' ([`Transaction::seq`]).
+    share: SinkShare,
     /// Bytes the closed parts' `pending` rows may still take.
     pending_room: usize,
     /// The staging area's filesystem, opened when the transaction began (before any of
@@ -65,9 +69,9 @@ pub(super) struct Transaction {
     pub(super) fs_sync: Option<FsSync>,
 }
 
-/// Memory for the rows of closed files, all parts of a transaction together: 4,096
-/// partitions' worth of the smallest write buffer. Past it, a closed file is reopened
-/// for its rows at once.
+/// Memory for the rows of closed files, all parts of a checkpoint together (shared out
+/// by its sinks): 4,096 partitions' worth of the smallest write buffer. Past it, a
+/// closed file is reopened for its rows at once.
 const PENDING_BUDGET: usize = 16 << 20;
 
 /// Staged files one sink keeps open at once per transaction, at most. A checkpoint
@@ -111,9 +115,10 @@ const SMALL_WRITE_BUFFER: usize = 16 * 1024;
 /// The write buffer once it has more than a thousand: 4,096 files open take 36 MiB.
 const TINY_WRITE_BUFFER: usize = 4 * 1024;
 
-/// The write buffer of the checkpoint's `part`th staged file (0-based).
-pub(super) fn write_buffer(part: usize) -> usize {
-    match part {
+/// The write buffer of the checkpoint's staged file numbered `seq` (0-based, counting
+/// every sink's files: [`Transaction::seq`]).
+pub(super) fn write_buffer(seq: usize) -> usize {
+    match seq {
         0..64 => WRITE_BUFFER,
         64..1024 => SMALL_WRITE_BUFFER,
         _ => TINY_WRITE_BUFFER,
@@ -122,12 +127,25 @@ pub(super) fn write_buffer(part: usize) -> usize {
 
 /// The memory a closed part's pending rows take: its write buffer's size, with room for
 /// the row that takes them past it (as the write buffer has).
-fn pending_capacity(part: usize) -> usize {
-    let size = write_buffer(part);
+fn pending_capacity(seq: usize) -> usize {
+    let size = write_buffer(seq);
     size + size / 8
 }
 
 impl Transaction {
+    /// The number of this sink's `part`th file among the checkpoint's (in its name):
+    /// sink i of k numbers its files i, i + k, i + 2k, …
+    pub(super) fn seq(&self, part: usize) -> usize {
+        part * self.share.count + self.share.index
+    }
+
+    /// The write buffer of this sink's `part`th file: by its number in the checkpoint,
+    /// so that however many sinks share a checkpoint, its files take the buffers one
+    /// sink's would.
+    pub(super) fn write_buffer(&self, part: usize) -> usize {
+        write_buffer(self.seq(part))
+    }
+
     /// The part file partition `id` is written to in this checkpoint, if it has one.
     pub(super) fn part_of(&self, id: u32) -> Option<usize> {
         match self.slots.get(id as usize) {
@@ -149,14 +167,16 @@ impl Transaction {
     pub(super) fn writer(&mut self, part: usize) -> Result<&mut Encoder> {
         if self.parts[part].writer.is_none() {
             self.make_room()?;
+            let seq = self.seq(part);
             let file = &mut self.parts[part];
             let out = fsutil::open_append(&file.staged)?;
-            let mut writer = Encoder::new(file.format, file.compression, out, write_buffer(part))?;
+            let size = write_buffer(seq);
+            let mut writer = Encoder::new(file.format, file.compression, out, size)?;
             if !file.pending.is_empty() {
                 writer.write_encoded(&file.pending).with_context(|| {
                     format!("cannot write staged file {}", file.staged.display())
                 })?;
-                self.pending_room += pending_capacity(part);
+                self.pending_room += pending_capacity(seq);
                 file.pending = Vec::new();
             }
             file.writer = Some(writer);
@@ -175,13 +195,14 @@ impl Transaction {
     ///
     /// [`writer`]: Transaction::writer
     pub(super) fn pending(&mut self, part: usize) -> Option<&mut Vec<u8>> {
+        let seq = self.seq(part);
         let file = &mut self.parts[part];
         if file.writer.is_some() || file.format == Format::Parquet {
             return None;
         }
-        let size = write_buffer(part);
+        let size = write_buffer(seq);
         if file.pending.capacity() == 0 {
-            let capacity = pending_capacity(part);
+            let capacity = pending_capacity(seq);
             if capacity > self.pending_room {
                 return None;
             }
@@ -242,18 +263,20 @@ impl Transaction {
 }
 
 impl Transaction {
-    /// Checkpoint `checkpoint`'s transaction, keeping at most `max_open` files open.
+    /// Sink `share`'s transaction of checkpoint `checkpoint`, keeping at most `max_open`
+    /// files open.
     pub(super) fn new(
         layout: &JobLayout,
         run_id: &str,
         checkpoint: u64,
-        max_open: usize,
+        (max_open, share): (usize, SinkShare),
     ) -> Transaction {
-        Transaction::in_dir(layout.pending_txn(run_id, checkpoint), checkpoint, max_open)
+        let dir = layout.pending_txn(run_id, checkpoint);
+        Transaction::in_dir(dir, checkpoint, (max_open, share))
     }
 
     /// Checkpoint `checkpoint`'s transaction, staging its files in `dir`.
-    fn in_dir(dir: PathBuf, checkpoint: u64, max_open: usize) -> Transaction {
+    fn in_dir(dir: PathBuf, checkpoint: u64, (max_open, share): (usize, SinkShare)) -> Transaction {
         Transaction {
             checkpoint,
             dir,
@@ -264,14 +287,15 @@ impl Transaction {
             rejects: 0,
             open: VecDeque::new(),
             max_open,
-            pending_room: PENDING_BUDGET,
+            share,
+            pending_room: PENDING_BUDGET / share.count.max(1),
             fs_sync: None,
         }
     }
 
-    /// The open-file cap of this transaction, which the next one keeps.
-    pub(super) fn max_open(&self) -> usize {
-        self.max_open
+    /// The open-file cap and sink of this transaction, which the next one keeps.
+    pub(super) fn kept(&self) -> (usize, SinkShare) {
+        (self.max_open, self.share)
     }
 }
 
@@ -299,7 +323,7 @@ mod tests {
 
     /// A transaction of `n` closed parts in `dir`, each a file of one line.
     fn closed_parts(dir: &std::path::Path, n: usize, compression: Compression) -> Transaction {
-        let mut txn = Transaction::in_dir(dir.to_path_buf(), 1, 16);
+        let mut txn = Transaction::in_dir(dir.to_path_buf(), 1, (16, SinkShare::ONE));
         for i in 0..n {
             let staged = dir.join(format!("{i}.csv.inprogress"));
             std::fs::write(&staged, b"a\n").unwrap();
