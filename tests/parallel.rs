@@ -404,12 +404,14 @@ fn several_sinks_split_the_partitions_and_write_what_one_writes() {
     many_partitions(&serial);
     let load = MANY_PARTITIONS_LOAD;
     assert_code(&serial.run(&[load, &["--threads", "1"]].concat()), 0);
-    // Two threads: a second sink, once a checkpoint has 256 partitions; four: two
-    // sinks from the first row; eight: four. 600 partitions: more than a sink keeps
-    // open under an open-file limit of 1024 (128 and 64 files), while the serial run
-    // above keeps every file open.
+    // Two threads: a second sink, once a checkpoint has 1,536 partitions (here 256);
+    // four: two sinks from the first row; eight: four. 600 partitions: more than a sink
+    // keeps open under an open-file limit of 1024 (128 and 64 files), while the serial
+    // run above keeps every file open.
     for (threads, sinks) in [("2", 2), ("4", 2), ("8", 4)] {
-        let w = Workdir::new().with_open_file_limit(FEW_OPEN_FILES);
+        let w = Workdir::new()
+            .with_open_file_limit(FEW_OPEN_FILES)
+            .with_env("INGEST_SPREAD_FROM", "256");
         many_partitions(&w);
         assert_code(&w.run(&[load, &["--threads", threads]].concat()), 0);
         assert_eq!(
@@ -432,9 +434,9 @@ fn several_sinks_split_the_partitions_and_write_what_one_writes() {
             );
         }
     }
-    // Fewer than 256 partitions a checkpoint: two threads keep to one sink, whose
+    // Fewer partitions a checkpoint than the mark: two threads keep to one sink, whose
     // files are numbered 0, 2, 4, …
-    let w = Workdir::new();
+    let w = Workdir::new().with_env("INGEST_SPREAD_FROM", "256");
     let mut text = String::from("id,p\n");
     for i in 0..3000 {
         text.push_str(&format!("{i},v{}\n", i % 200));

@@ -90,9 +90,10 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "SECONDS")]
     pub(crate) lock_wait: Option<u64>,
 
-    /// Threads the load may use: the source's, the sink's; beyond two, workers that parse
-    /// large CSV files in chunks, and beyond three, N/2 sinks that split the partitions
-    /// [default: the cores available]; the rows committed never depend on it
+    /// Threads the load may use: the source's, the sink's (at two, a second sink once a
+    /// checkpoint has thousands of partitions); beyond two, workers that parse large CSV
+    /// files in chunks, and beyond three, N/2 sinks that split the partitions [default:
+    /// the cores available]; the rows committed never depend on it
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub(crate) threads: Option<u64>,
 

@@ -162,12 +162,12 @@ pub(crate) struct Threads {
 }
 
 /// Partitions in a checkpoint from which a two-thread load's second sink takes some.
-/// Below, one sink is faster: the source's thread and the sink's keep both cores busy.
-/// Past it, each row's part file and buffer are out of the cache, a new file is made
-/// for most of the first rows, and the sink's thread is the bottleneck at 100% of a
-/// core while the source's leaves about half of the other idle (`perf`, 4,000
-/// partitions).
-pub(crate) const SPREAD_FROM: usize = 256;
+/// At 4,000 the one sink's thread is the bottleneck at 100% of a core while the
+/// source's leaves about half of the other idle (`perf`): two sinks took 2.43 s against
+/// 2.70 s, and 2.17 s against 2.28 s at 2,000; at 1,480 they were even (1.91 s against
+/// 1.87 s), and at 1,000, 400 and 280 one sink was up to 6% faster (2,000,000 orders,
+/// `-p country,b`, medians of 5 alternated rounds, journaled ext4, 2026-12-07).
+pub(crate) const SPREAD_FROM: usize = 1536;
 
 /// The mark: [`SPREAD_FROM`] or `INGEST_SPREAD_FROM` (tests set a low one to put two
 /// sinks under a small load).

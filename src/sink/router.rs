@@ -13,7 +13,7 @@
 //!
 //! A router may hold its sinks past the first back until a checkpoint has many
 //! partitions ([`Router::spreading_from`]): the default two-thread load has a second
-//! sink that takes partitions only once a checkpoint has hundreds, where one sink's
+//! sink that takes partitions only once a checkpoint has thousands, where one sink's
 //! thread is the bottleneck of the load and the source's leaves half a core idle.
 
 use std::collections::HashMap;
