@@ -110,10 +110,11 @@ impl SinkShare {
     }
 }
 
-/// Staged files `shard` may keep open at once under this process's open-file limit.
-fn open_cap(output: Output, shard: SinkShare) -> usize {
+/// Staged files a sink may keep open at once under this process's open-file limit,
+/// while `sinks` sinks share the checkpoint's partitions.
+fn open_cap(output: Output, sinks: usize) -> usize {
     let compressed = output.compression != Compression::None;
-    transaction::open_cap(fsutil::open_file_limit(), shard.count, compressed)
+    transaction::open_cap(fsutil::open_file_limit(), sinks, compressed)
 }
 
 /// Writes records into per-checkpoint transactions of part files.
@@ -193,7 +194,7 @@ impl TableSink {
                 layout,
                 run_id,
                 first_checkpoint,
-                (open_cap(output, SinkShare::ONE), SinkShare::ONE),
+                (open_cap(output, 1), SinkShare::ONE),
             ),
             runs: encode::Runs::default(),
             routes: route::Routes::default(),
@@ -208,12 +209,11 @@ impl TableSink {
     /// This sink as sink `shard.index` of `shard.count`: it writes only the rows the
     /// router gives it, and its part files' sequence numbers are its own.
     pub(crate) fn into_shard(self, shard: SinkShare) -> TableSink {
-        let max_open = open_cap(self.output, shard);
         let txn = Transaction::new(
             &self.layout,
             &self.run_id,
             self.txn.checkpoint,
-            (max_open, shard),
+            (open_cap(self.output, 1), shard),
         );
         TableSink { shard, txn, ..self }
     }
@@ -242,6 +242,13 @@ impl TableSink {
         let batch = &routed.batch;
         if !batch.rejects.is_empty() && self.shard.is_first() {
             self.write_rejects(batch)?;
+        }
+        // Open files and memory for closed files' rows are the sinks' to share once the
+        // router spreads the checkpoint's partitions; until then the first sink's alone.
+        let sharing = if routed.spread { self.shard.count } else { 1 };
+        if sharing != self.txn.sharing() {
+            self.txn
+                .share_with(sharing, open_cap(self.output, sharing))?;
         }
         let grouped = self.format == Format::Parquet;
         self.runs.find(&self.layout_cols, batch);
@@ -539,7 +546,7 @@ impl TableSink {
             &self.layout,
             &self.run_id,
             barrier.checkpoint + 1,
-            self.txn.kept(),
+            (open_cap(self.output, 1), self.shard),
         );
         let txn = std::mem::replace(&mut self.txn, next);
         if txn.checkpoint != barrier.checkpoint {

@@ -34,6 +34,10 @@ pub(crate) struct Routed {
     pub(crate) owners: Vec<u8>,
     /// Bit `i` set: sink `i` owns at least one row of the batch.
     pub(crate) sinks: u64,
+    /// Whether the checkpoint's partitions are spread over every sink (so far, with
+    /// this batch); false: the first sink has them all, and may use what the sinks
+    /// share (open files, memory) alone.
+    pub(crate) spread: bool,
 }
 
 impl Routed {
@@ -72,6 +76,9 @@ pub(crate) struct Router {
     /// Partitions a checkpoint has before sinks past the first take any (0: all sinks
     /// take partitions from the first row).
     spread_from: usize,
+    /// The current checkpoint's partitions were dealt over every sink at its start (the
+    /// checkpoint before it spread).
+    dealt: bool,
     key: Vec<u8>,
 }
 
@@ -89,6 +96,7 @@ impl Router {
             sink_load: vec![0; sinks],
             partitions: 0,
             spread_from: 0,
+            dealt: false,
             key: Vec::new(),
         }
     }
@@ -163,12 +171,14 @@ impl Router {
             ids,
             owners,
             sinks,
+            spread: self.spread(),
         }
     }
 
-    /// Whether the current checkpoint's partitions go to every sink.
+    /// Whether the current checkpoint's partitions go to every sink: dealt so at its
+    /// start, or enough of them now.
     fn spread(&self) -> bool {
-        self.partitions >= self.spread_from
+        self.dealt || self.partitions >= self.spread_from
     }
 
     /// An id for the key in `self.key`, owned by the least loaded sink (the first while
@@ -190,7 +200,9 @@ impl Router {
     /// the sink with the fewest rows so far (all to the first if the ended checkpoint
     /// had too few to spread); then starts counting the next checkpoint.
     fn rebalance(&mut self) {
-        if !self.spread() {
+        let wide = self.partitions >= self.spread_from;
+        self.dealt = wide && self.sinks > 1;
+        if !wide {
             self.owner.iter_mut().for_each(|o| *o = 0);
         } else if self.sinks > 1 {
             let mut order: Vec<usize> = (0..self.owner.len()).collect();
@@ -282,11 +294,13 @@ mod tests {
     #[test]
     fn later_sinks_take_partitions_only_once_a_checkpoint_has_enough() {
         let mut router = Router::new(vec![0], 2).spreading_from(3);
+        assert!(!routed(&mut router, &[]).spread);
         let r = routed(&mut router, &["a", "b", "a", "c", "d", "e"]);
         // a, b and c go to the first sink: d is the fourth partition, and the first
         // sink then has four rows against none; e follows the rows too.
         assert_eq!(r.owners, [0, 0, 0, 0, 1, 1]);
         assert!(r.has_rows_for(0) && r.has_rows_for(1));
+        assert!(r.spread);
         barrier(&mut router);
         // Five partitions spread: the next checkpoint deals them over both sinks
         // (a's two rows first: a → 0, then b → 1, c → 1, d → 0, e → 1 by rows dealt).
@@ -302,10 +316,12 @@ mod tests {
             !r.has_rows_for(0),
             "no row of this batch is the first sink's"
         );
+        assert!(r.spread, "dealt over both sinks from its start");
         barrier(&mut router);
-        let r = routed(&mut router, &["b", "d", "f"]);
-        assert_eq!(r.owners, [0, 0, 0]);
+        let r = routed(&mut router, &["b", "f"]);
+        assert_eq!(r.owners, [0, 0]);
         assert!(!r.has_rows_for(1));
+        assert!(!r.spread);
     }
 
     #[test]

@@ -58,11 +58,14 @@ pub(super) struct Transaction {
     pub(super) open: VecDeque<usize>,
     /// How many may be open at once ([`open_cap`]).
     max_open: usize,
+    /// The sinks sharing the checkpoint's partitions, and so its open files and the
+    /// memory for closed files' rows: 1 until the router spreads them.
+    sharing: usize,
     /// Which sink's transaction this is: its files are numbered apart from the other
     /// sinks' ([`Transaction::seq`]).
     share: SinkShare,
-    /// Bytes the closed parts' `pending` rows may still take.
-    pending_room: usize,
+    /// Bytes the closed parts' `pending` rows have taken of the budget.
+    pending_held: usize,
     /// The staging area's filesystem, opened when the transaction began (before any of
     /// its writes, so that a `syncfs` at preCommit reports their writeback errors);
     /// `None` where the filesystem is not trusted with it.
@@ -176,7 +179,7 @@ impl Transaction {
                 writer.write_encoded(&file.pending).with_context(|| {
                     format!("cannot write staged file {}", file.staged.display())
                 })?;
-                self.pending_room += pending_capacity(seq);
+                self.pending_held = self.pending_held.saturating_sub(pending_capacity(seq));
                 file.pending = Vec::new();
             }
             file.writer = Some(writer);
@@ -195,7 +198,7 @@ impl Transaction {
     ///
     /// [`writer`]: Transaction::writer
     pub(super) fn pending(&mut self, part: usize) -> Option<&mut Vec<u8>> {
-        let seq = self.seq(part);
+        let (seq, room) = (self.seq(part), self.pending_room());
         let file = &mut self.parts[part];
         if file.writer.is_some() || file.format == Format::Parquet {
             return None;
@@ -203,10 +206,10 @@ impl Transaction {
         let size = write_buffer(seq);
         if file.pending.capacity() == 0 {
             let capacity = pending_capacity(seq);
-            if capacity > self.pending_room {
+            if capacity > room {
                 return None;
             }
-            self.pending_room -= capacity;
+            self.pending_held += capacity;
             file.pending.reserve_exact(capacity);
         }
         (file.pending.len() < size).then_some(&mut file.pending)
@@ -288,14 +291,30 @@ impl Transaction {
             open: VecDeque::new(),
             max_open,
             share,
-            pending_room: PENDING_BUDGET / share.count.max(1),
+            sharing: 1,
+            pending_held: 0,
             fs_sync: None,
         }
     }
 
-    /// The open-file cap and sink of this transaction, which the next one keeps.
-    pub(super) fn kept(&self) -> (usize, SinkShare) {
-        (self.max_open, self.share)
+    /// Bytes the closed parts' `pending` rows may still take: this sink's share of
+    /// [`PENDING_BUDGET`], less what they hold.
+    fn pending_room(&self) -> usize {
+        (PENDING_BUDGET / self.sharing.max(1)).saturating_sub(self.pending_held)
+    }
+
+    /// The sinks sharing this checkpoint's partitions ([`Transaction::share_with`]).
+    pub(super) fn sharing(&self) -> usize {
+        self.sharing
+    }
+
+    /// From now on `sinks` sinks share the checkpoint's partitions: this one keeps at
+    /// most `max_open` files open (closing the longest-open ones now if it has more) and
+    /// its share of the memory for closed files' rows (what it already holds counts).
+    pub(super) fn share_with(&mut self, sinks: usize, max_open: usize) -> Result<()> {
+        self.sharing = sinks;
+        self.max_open = max_open;
+        self.make_room()
     }
 }
 
@@ -365,7 +384,7 @@ mod tests {
                 text, b"a\n1\n2\n3\n",
                 "{format:?}: the kept rows, in order, before the new"
             );
-            assert_eq!(txn.pending_room, PENDING_BUDGET - pending_capacity(1));
+            assert_eq!(txn.pending_room(), PENDING_BUDGET - pending_capacity(1));
         }
     }
 
@@ -413,11 +432,11 @@ mod tests {
             .filter(|&part| txn.pending(part).is_some())
             .count();
         assert_eq!(kept, 3640);
-        assert_eq!(txn.pending_room, (16 << 20) - 3640 * 4608);
+        assert_eq!(txn.pending_room(), (16 << 20) - 3640 * 4608);
         // Room for exactly one more is room.
-        txn.pending_room = 4608;
+        txn.pending_held = PENDING_BUDGET - 4608;
         assert!(txn.pending(4096 + 3999).is_some());
-        assert_eq!(txn.pending_room, 0);
+        assert_eq!(txn.pending_room(), 0);
         let mut text = closed_parts(dir.path(), 2, Compression::Gzip);
         text.parts[0].format = Format::Jsonl;
         assert!(
@@ -429,6 +448,30 @@ mod tests {
             text.pending(1).is_none(),
             "a Parquet part encodes its own rows"
         );
+    }
+
+    #[test]
+    fn sinks_sharing_a_checkpoint_share_its_open_files_and_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut txn = closed_parts(dir.path(), 4, Compression::None);
+        // Two files open, rows of a third kept in memory, by the first sink alone.
+        for part in [0, 1] {
+            txn.writer(part).unwrap();
+        }
+        txn.pending(2).unwrap().extend_from_slice(b"1\n");
+        let held = pending_capacity(2);
+        assert_eq!(txn.pending_room(), PENDING_BUDGET - held);
+        // A second sink takes partitions: one file open at most (the oldest closed).
+        txn.share_with(2, 1).unwrap();
+        assert_eq!(txn.sharing(), 2);
+        assert!(txn.open.is_empty(), "{:?} still open", txn.open);
+        assert!(txn.parts[0].writer.is_none() && txn.parts[1].writer.is_none());
+        assert_eq!(txn.pending_room(), PENDING_BUDGET / 2 - held);
+        // Shared by more sinks than the memory held allows: no room, none negative.
+        txn.share_with(1 << 30, 1).unwrap();
+        assert_eq!(txn.pending_room(), 0);
+        txn.share_with(1, 16).unwrap();
+        assert_eq!(txn.pending_room(), PENDING_BUDGET - held);
     }
 
     #[test]
