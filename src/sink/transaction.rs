@@ -451,6 +451,15 @@ mod tests {
     }
 
     #[test]
+    fn sinks_number_their_files_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let share = SinkShare { index: 1, count: 3 };
+        let txn = Transaction::in_dir(dir.path().to_path_buf(), 1, (16, share));
+        let seqs: Vec<usize> = (0..4).map(|part| txn.seq(part)).collect();
+        assert_eq!(seqs, [1, 4, 7, 10], "sink 1 of 3: 1, 1 + 3, …");
+    }
+
+    #[test]
     fn sinks_sharing_a_checkpoint_share_its_open_files_and_memory() {
         let dir = tempfile::tempdir().unwrap();
         let mut txn = closed_parts(dir.path(), 4, Compression::None);
