@@ -12,11 +12,17 @@ partitions; and as a control the same load by country alone (40 partitions). Duc
 FORMAT csv, and parquet with zstd as ingest's default codec.
 
 Each pair runs alternated on fresh, `sync`ed output with warm inputs (bench.py's `timed`),
-`--reps` rounds; the ratio is DuckDB's time over ingest's in each round (median), so
-above 1 means ingest was faster. Peak RSS is the median of ingest's runs. Files is what
-each tool left in the table (ingest's `_ingest/` state aside).
+`--reps` rounds. Every run writes a directory of its own, and all of them are removed when
+the bench ends: on an ext4 without a journal (this VM's root) each inode allocation skips
+every inode freed in the last minute or so, one buffer lookup each, so deleting the last
+run's 8,000 files just before a run made both tools' creates and mkdirs crawl (perf: 25%
+of all samples in `recently_deleted`): a cost of the bench, not of loading. `--reps 5`
+needs about 7 GB free where the tables go. The ratio is DuckDB's time over ingest's in
+each round (median), so above 1 means ingest was faster. Peak RSS is the median of
+ingest's runs. Files is what each tool left in the table (ingest's `_ingest/` state
+aside).
 """
-import argparse, os, shutil, statistics, subprocess, sys
+import argparse, glob, os, shutil, statistics, subprocess, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import INGEST, PY, ROOT, setup, timed  # noqa: E402
@@ -63,28 +69,53 @@ def main():
     if args.ingest == INGEST:
         setup()
     data = dataset(args.work, args.rows)
-    out = os.path.join(args.out or args.work, "partitions-out")
+    base = os.path.join(args.out or args.work, "partitions-out")
+    outs = []  # every run's table, removed at the end (see above)
+
+    def run(command):
+        out = f"{base}-{len(outs)}"
+        outs.append(out)
+        wall, kb = timed(command(out), out)
+        return wall, kb, files_in(out)
+
+    for stale in glob.glob(base + "-*"):
+        shutil.rmtree(stale)
     only = set(args.only.split(",")) if args.only else None
+    # Every run's table stays until the end: a CSV table is about the input's size, a
+    # Parquet one under a third of it.
+    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(data) for f in fs)
+    need = sum(2 * args.reps * (size if not fmt else size // 3)
+               for name, _, fmt, _ in LOADS if not only or name in only)
+    os.makedirs(os.path.dirname(base), exist_ok=True)
+    free = shutil.disk_usage(os.path.dirname(base)).free
+    if free < need * 11 // 10:
+        sys.exit(f"{os.path.dirname(base)} has {free / 1e9:.1f} GB free; these runs keep "
+                 f"about {need / 1e9:.1f} GB of tables until the bench ends")
     print("| load | ingest | DuckDB | DuckDB ÷ ingest | ingest peak RSS | files (ingest / DuckDB) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for name, by, fmt, duck_fmt in LOADS:
-        if only and name not in only:
-            continue
-        ours = [args.ingest, "-q", "-t", out, "-p", by, *BUCKET, *fmt, data]
-        theirs = [PY, "-c", DUCK, data, out, duck_fmt, by]
-        walls, rss, files = {"ingest": [], "duckdb": []}, [], {}
-        for _ in range(args.reps):
-            for tool, cmd in (("ingest", ours), ("duckdb", theirs)):
-                wall, kb = timed(cmd, out)
-                walls[tool].append(wall)
-                files[tool] = files_in(out)
-                if tool == "ingest":
-                    rss.append(kb)
-        ratio = statistics.median(t / o for o, t in zip(walls["ingest"], walls["duckdb"]))
-        print(f"| {name} | {statistics.median(walls['ingest']):.2f} s | {statistics.median(walls['duckdb']):.2f} s "
-              f"| {ratio:.2f}x | {statistics.median(rss) / 1024:.0f} MiB | {files['ingest']} / {files['duckdb']} |",
-              flush=True)
-    shutil.rmtree(out, ignore_errors=True)
+    try:
+        for name, by, fmt, duck_fmt in LOADS:
+            if only and name not in only:
+                continue
+            commands = {
+                "ingest": lambda out: [args.ingest, "-q", "-t", out, "-p", by, *BUCKET, *fmt, data],
+                "duckdb": lambda out: [PY, "-c", DUCK, data, out, duck_fmt, by],
+            }
+            walls, rss, files = {"ingest": [], "duckdb": []}, [], {}
+            for _ in range(args.reps):
+                for tool, command in commands.items():
+                    wall, kb, files[tool] = run(command)
+                    walls[tool].append(wall)
+                    if tool == "ingest":
+                        rss.append(kb)
+            ratio = statistics.median(t / o for o, t in zip(walls["ingest"], walls["duckdb"]))
+            print(f"| {name} | {statistics.median(walls['ingest']):.2f} s "
+                  f"| {statistics.median(walls['duckdb']):.2f} s | {ratio:.2f}x "
+                  f"| {statistics.median(rss) / 1024:.0f} MiB | {files['ingest']} / {files['duckdb']} |",
+                  flush=True)
+    finally:
+        for out in outs:
+            shutil.rmtree(out, ignore_errors=True)
 
 
 if __name__ == "__main__":
