@@ -1,4 +1,6 @@
-//! How the C allocator treats freed memory (glibc only).
+//! How the C allocator treats freed memory (glibc only). The binary's own allocations go
+//! to mimalloc (`main.rs`); these settings still govern C libraries' (zstd's contexts)
+//! and the library's when another program links it.
 //!
 //! By default glibc hands any freed block above a threshold (128 KiB, raised as large
 //! blocks come and go) straight back to the kernel, and trims its heaps whenever 128 KiB
