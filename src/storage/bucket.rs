@@ -29,9 +29,21 @@ use crate::core::url::ObjectUrl;
 /// Parts of a multipart upload: S3's minimum for every part but the last is 5 MiB.
 const PART_SIZE: usize = 8 * 1024 * 1024;
 
-/// Requests in flight at once: enough to hide the round trips of many small part files,
-/// few enough that parts in memory stay at 64 MiB.
+/// Parts in flight at once when they are full-size: few enough that parts in memory
+/// stay at 64 MiB ([`parts_in_flight`]).
 const IN_FLIGHT: usize = 8;
+
+/// Requests in flight at once when they carry little or no body (starting and completing
+/// uploads, small parts): a checkpoint over 4,000 partitions makes 12,000 of them. Through
+/// a proxy adding 10 ms to each request, that load took 30.5-31.5 s with 8 at a time and
+/// 17.6-18.6 s with 32 (18.3 s and 16.8 s without the proxy).
+const REQUESTS_IN_FLIGHT: usize = 32;
+
+/// Parts in flight at once when the largest is `largest` bytes: as many as fit in the
+/// memory of `IN_FLIGHT` full parts, from `IN_FLIGHT` to `REQUESTS_IN_FLIGHT`.
+fn parts_in_flight(largest: usize) -> usize {
+    (IN_FLIGHT * PART_SIZE / largest.max(1)).clamp(IN_FLIGHT, REQUESTS_IN_FLIGHT)
+}
 
 /// A file's size and content hash.
 fn hash_file(path: &Path) -> Result<(u64, String)> {
@@ -345,9 +357,9 @@ impl Bucket {
 
     /// preCommit of a checkpoint's data files: each local `file` becomes a multipart
     /// upload to its `rel`, every part sent, and left open. Requests run concurrently,
-    /// at most `IN_FLIGHT` at once, parts of one file too, so memory stays at that many
-    /// parts whatever the files' number and size. If anything fails, the uploads
-    /// started here are aborted before the error returns.
+    /// parts of one file too, at most [`parts_in_flight`] parts at once, so memory stays
+    /// at that of `IN_FLIGHT` full parts whatever the files' number and size. If
+    /// anything fails, the uploads started here are aborted before the error returns.
     pub(crate) fn upload_all(&self, files: &[(&str, &Path)]) -> Result<Vec<Upload>> {
         use futures::stream::{self, StreamExt, TryStreamExt};
         let rt = runtime()?;
@@ -364,7 +376,7 @@ impl Bucket {
                     .map_err(flat)
                     .with_context(|| format!("cannot start the upload of {}", self.url_of(rel)))
             }))
-            .buffered(IN_FLIGHT)
+            .buffered(REQUESTS_IN_FLIGHT)
             .collect(),
         );
         let started: Vec<(usize, String)> = ids
@@ -389,6 +401,7 @@ impl Bucket {
                     })
                 })
                 .collect();
+            let in_flight = parts_in_flight(jobs.iter().map(|&(.., len)| len).max().unwrap_or(0));
             let done: Vec<(usize, usize, String)> = rt.block_on(
                 stream::iter(jobs.into_iter().map(|(f, p, at, len)| {
                     let (rel, path) = files[f];
@@ -406,7 +419,7 @@ impl Bucket {
                         Ok::<_, anyhow::Error>((f, p, put.content_id))
                     }
                 }))
-                .buffer_unordered(IN_FLIGHT)
+                .buffer_unordered(in_flight)
                 .try_collect(),
             )?;
             let mut parts: Vec<Vec<String>> = sized
@@ -532,7 +545,8 @@ impl Bucket {
         }
     }
 
-    /// commit of several files, concurrently (`IN_FLIGHT` at once): each outcome, in order.
+    /// commit of several files, concurrently (`REQUESTS_IN_FLIGHT` at once): each
+    /// outcome, in order.
     pub(crate) fn complete_all(
         &self,
         files: &[(&str, &Upload, u64)],
@@ -543,7 +557,7 @@ impl Bucket {
             stream::iter(files.iter().map(|(rel, upload, size)| async move {
                 self.complete_async(rel, upload, *size).await
             }))
-            .buffered(IN_FLIGHT)
+            .buffered(REQUESTS_IN_FLIGHT)
             .collect(),
         ))
     }
@@ -612,4 +626,24 @@ struct ListUploads {
 struct OpenUpload {
     key: String,
     upload_id: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_parts_go_more_at_once_in_the_memory_of_full_ones() {
+        assert_eq!(parts_in_flight(PART_SIZE), IN_FLIGHT);
+        assert_eq!(parts_in_flight(PART_SIZE / 2), 2 * IN_FLIGHT);
+        assert_eq!(parts_in_flight(64 * 1024), REQUESTS_IN_FLIGHT);
+        assert_eq!(parts_in_flight(0), REQUESTS_IN_FLIGHT);
+        for largest in [1, 4096, 1 << 20, 3 << 20, PART_SIZE / 2 + 1, PART_SIZE] {
+            let n = parts_in_flight(largest);
+            assert!(
+                n * largest <= IN_FLIGHT * PART_SIZE,
+                "{n} parts of {largest} bytes"
+            );
+        }
+    }
 }
