@@ -212,6 +212,7 @@ pub unsafe extern "C" fn __wrap_ZSTD_freeDCtx(dctx: *mut ZSTD_DCtx) -> usize {
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
 
@@ -282,23 +283,53 @@ mod tests {
         assert_eq!(shelf.bytes, 0);
     }
 
+    /// How many contexts this thread keeps of each kind.
+    fn kept() -> (usize, usize) {
+        (
+            COMPRESSORS.with(|shelf| shelf.borrow().kept.len()),
+            DECOMPRESSORS.with(|shelf| shelf.borrow().kept.len()),
+        )
+    }
+
     #[test]
-    fn a_thread_gets_back_the_context_it_freed() {
-        let first = __wrap_ZSTD_createCCtx();
-        assert!(!first.is_null());
-        // SAFETY: a context from create, given up here.
-        assert_eq!(unsafe { __wrap_ZSTD_freeCCtx(first) }, 0);
-        let again = __wrap_ZSTD_createCCtx();
-        assert_eq!(again, first);
-        let decompressor = __wrap_ZSTD_createDCtx();
-        // SAFETY: as above.
-        unsafe { __wrap_ZSTD_freeDCtx(decompressor) };
-        assert_eq!(__wrap_ZSTD_createDCtx(), decompressor);
+    fn a_thread_keeps_the_contexts_it_frees_and_gets_them_back() {
+        let (compressors, decompressors) = kept();
+        let cctx = __wrap_ZSTD_createCCtx();
+        let dctx = __wrap_ZSTD_createDCtx();
+        assert!(!cctx.is_null() && !dctx.is_null());
+        // SAFETY: contexts from create, given up here.
+        unsafe {
+            assert_eq!(__wrap_ZSTD_freeCCtx(cctx), 0);
+            assert_eq!(__wrap_ZSTD_freeDCtx(dctx), 0);
+        }
+        assert_eq!(
+            kept(),
+            (compressors + 1, decompressors + 1),
+            "kept, not freed"
+        );
+        assert_eq!(__wrap_ZSTD_createCCtx(), cctx);
+        assert_eq!(__wrap_ZSTD_createDCtx(), dctx);
+        assert_eq!(kept(), (compressors, decompressors));
         // SAFETY: as above.
         unsafe {
-            __wrap_ZSTD_freeCCtx(again);
-            __wrap_ZSTD_freeDCtx(decompressor);
+            __wrap_ZSTD_freeCCtx(cctx);
+            __wrap_ZSTD_freeDCtx(dctx);
         }
+    }
+
+    #[test]
+    fn a_shelf_frees_what_it_keeps_when_its_thread_ends() {
+        static FREED: AtomicUsize = AtomicUsize::new(0);
+        unsafe extern "C" fn count(_: *mut u64) -> usize {
+            FREED.fetch_add(1, Ordering::Relaxed);
+            0
+        }
+        let (mut a, mut b) = (1u64, 2u64);
+        let mut shelf: Shelf<u64> = Shelf::new(100, count);
+        assert_eq!(shelf.keep(NonNull::from(&mut a), 10), None);
+        assert_eq!(shelf.keep(NonNull::from(&mut b), 10), None);
+        drop(shelf);
+        assert_eq!(FREED.load(Ordering::Relaxed), 2);
     }
 
     #[test]
