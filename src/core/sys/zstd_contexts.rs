@@ -17,6 +17,13 @@
 //! one back. A context that cannot be reset is freed. A 4,000-partition Parquet load of
 //! 2,000,000 orders: 2.33 s and 4.02 CPU-seconds before, 2.02 s and 3.38 after (medians
 //! of 6 alternated runs), peak RSS 488 and 492 MiB.
+//!
+//! What it relies on: every context freed through `ZSTD_freeCCtx` / `ZSTD_freeDCtx` came
+//! from the plain constructors, with zstd's default allocator. A static context
+//! (`ZSTD_initStatic*`) or one with a custom allocator (`ZSTD_create*_advanced`) must
+//! never be kept and handed out again; no crate in the build makes either (zstd-safe
+//! calls only `ZSTD_createCCtx` and `ZSTD_createDCtx`; checked 2026-12-07 by grepping
+//! the dependencies' sources). A dependency that starts to must be checked here.
 
 use std::cell::RefCell;
 use std::ptr::NonNull;
