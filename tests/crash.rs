@@ -335,12 +335,19 @@ pub fn first_kill_delay(rng: &mut Rng, attempt: u32, full: u64) -> u64 {
 
 /// The operator's loop under random SIGKILLs: run the load; if it was interrupted,
 /// recover; again, until a load finishes. Each command is killed after a random share of
-/// `full` (a whole load's milliseconds), if it is still running. Every outcome must be a
-/// success, a kill, or exit 1 naming `--recover`; a load must land within 60 attempts.
-/// Returns how many kills landed mid-command.
+/// `full` (a whole load's milliseconds), if it is still running, up to [`MOST_KILLS`]
+/// kills. Every outcome must be a success, a kill, or exit 1 naming `--recover`; a load
+/// must land within 60 attempts. Returns how many kills landed mid-command.
 pub fn operators_loop(w: &Workdir, load: &[&str], rng: &mut Rng, full: u64, seed: u64) -> u32 {
-    operators_loop_killing_at_most(w, load, rng, full, seed, u32::MAX)
+    operators_loop_killing_at_most(w, load, rng, full, seed, MOST_KILLS)
 }
+
+/// How many commands one operator's loop kills before it lets them run. Unbounded, a
+/// machine busy enough to make every load outlive its delay failed a loop that had
+/// nothing wrong: CI saw 60 commands in a row killed over thousands of partitions, where
+/// each load after a kill first clears what the killed one staged. Past this many kills,
+/// a load that still does not land within the 60 attempts is a real failure to finish.
+pub const MOST_KILLS: u32 = 12;
 
 /// [`operators_loop`] that kills at most `most` commands, then lets them run: a command
 /// slowed by a busy machine past every delay drawn from `full` (a CI run saw 60 Delta
