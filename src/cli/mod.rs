@@ -28,6 +28,8 @@ use failure::{one_line, Failure};
 fn execute(command: Command) -> Result<Option<(Vec<Summary>, bool, Messages)>> {
     failpoint::check_env()?;
     fsutil::raise_open_file_limit();
+    // Before any thread starts: see there.
+    fsutil::reserve_descriptor_table(crate::sink::MOST_FILES_OPEN);
     signals::install()?;
     match command {
         Command::ListFailPoints => {

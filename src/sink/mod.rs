@@ -63,6 +63,10 @@ use router::{Routed, Router, Work};
 /// Suffix of staged files: matches no reader's glob for a committed extension.
 pub(crate) const STAGED_SUFFIX: &str = ".inprogress";
 
+/// Descriptors a load may hold at once, as a power of two: two sinks' staged files at
+/// their cap, with the inputs, journal and fsync threads in the margin.
+pub(crate) const MOST_FILES_OPEN: u64 = 2 * transaction::MAX_OPEN as u64;
+
 /// How data files are written.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Output {

@@ -82,7 +82,7 @@ const PENDING_BUDGET: usize = 16 << 20;
 /// when needed, so 10,000 partitions need neither 10,000 descriptors nor 10,000 write
 /// buffers. The cap is a quarter of the open-file limit shared by the sinks (see
 /// [`open_cap`]), up to this.
-const MAX_OPEN: usize = 4096;
+pub(super) const MAX_OPEN: usize = 4096;
 /// The cap for compressed files: each holds a compressor's state (hundreds of KiB), and
 /// this many already take tens of MiB.
 const MAX_OPEN_COMPRESSED: usize = 256;

@@ -646,6 +646,31 @@ pub(crate) fn raise_open_file_limit() {
     }
 }
 
+/// Grows this process's descriptor table to hold `slots` descriptors now, while it has
+/// one thread. The kernel grows the table as descriptors are opened, doubling it; once the
+/// process has threads, each growth waits for an RCU grace period
+/// (`expand_fdtable`'s `synchronize_rcu`), and a checkpoint of 4,000 partitions opening a
+/// staged file for each stalled its sink threads 60 ms in all that way
+/// (`perf record -e sched:sched_switch`). A table of 8,192 takes 64 KiB. Best effort:
+/// past the open-file limit, or on failure, the table grows as it did.
+pub(crate) fn reserve_descriptor_table(slots: u64) {
+    let Some(highest) = open_file_limit()
+        .unwrap_or(u64::MAX)
+        .min(slots)
+        .checked_sub(1)
+    else {
+        return;
+    };
+    let Ok(highest) = i32::try_from(highest) else {
+        return;
+    };
+    if let Ok(root) = File::open("/") {
+        // A duplicate at `highest` or above makes the table that large; closing it
+        // leaves the table so (tables never shrink).
+        drop(rustix::io::fcntl_dupfd_cloexec(&root, highest));
+    }
+}
+
 /// The soft limit on open files (`None`: unlimited), after [`raise_open_file_limit`].
 pub(crate) fn open_file_limit() -> Option<u64> {
     rustix::process::getrlimit(rustix::process::Resource::Nofile).current
@@ -654,6 +679,34 @@ pub(crate) fn open_file_limit() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The descriptor table's size, as `/proc/self/status` gives it.
+    #[cfg(target_os = "linux")]
+    fn descriptor_table_size() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+        let line = status
+            .lines()
+            .find_map(|l| l.strip_prefix("FDSize:"))
+            .expect("an FDSize line");
+        line.trim().parse().expect("a number")
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_descriptor_table_is_grown_at_once_within_the_limit() {
+        let limit = open_file_limit().unwrap_or(u64::MAX);
+        let want = limit.min(8192);
+        reserve_descriptor_table(8192);
+        assert!(
+            descriptor_table_size() >= want,
+            "FDSize {} after reserving {want}",
+            descriptor_table_size()
+        );
+        // Nothing is left open: the next descriptor is a low one.
+        let file = File::open("/").expect("/");
+        use std::os::fd::AsRawFd;
+        assert!(file.as_raw_fd() < 1024, "{}", file.as_raw_fd());
+    }
 
     #[test]
     fn fsync_threads_take_a_sixteenth_of_the_open_file_limit() {
