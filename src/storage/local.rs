@@ -4,8 +4,10 @@
 //! anything, then fsyncs the partitions (`checkpoint.rs`, step 3); abort
 //! removes them again, directories included, just as durably.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{bail, Context, Result};
 
@@ -17,6 +19,33 @@ use crate::core::sys::failpoint;
 use crate::core::sys::fsutil;
 use crate::core::sys::syncfs::{self, FsSync};
 
+/// The names in the staging directories of a checkpoint's files, each listed once: one
+/// `getdents` pass instead of a `statx` per file (4,000 of them in a 4,000-partition
+/// commit, on the thread the commit waits for).
+#[derive(Default)]
+struct Staging(HashMap<PathBuf, HashSet<OsString>>);
+
+impl Staging {
+    /// Whether `staged` is in its directory (as it was when first listed).
+    fn holds(&mut self, staged: &Path) -> Result<bool> {
+        let (Some(dir), Some(name)) = (staged.parent(), staged.file_name()) else {
+            return Ok(false);
+        };
+        if !self.0.contains_key(dir) {
+            let names = match std::fs::read_dir(dir) {
+                Ok(entries) => entries
+                    .map(|e| e.map(|e| e.file_name()))
+                    .collect::<std::io::Result<HashSet<_>>>()
+                    .with_context(|| format!("cannot list {}", dir.display()))?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashSet::new(),
+                Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+            };
+            self.0.insert(dir.to_path_buf(), names);
+        }
+        Ok(self.0.get(dir).is_some_and(|names| names.contains(name)))
+    }
+}
+
 impl TableStore for LocalTable {
     fn stage(&self, _files: &mut [(StagedFile, PathBuf)]) -> Result<()> {
         // The sink's fsyncs made them durable in the staging area, on the table's
@@ -27,11 +56,12 @@ impl TableStore for LocalTable {
     fn publish(&self, layout: &JobLayout, checkpoint: u64, files: &[&StagedFile]) -> Result<()> {
         let mut moves = Vec::with_capacity(files.len());
         let mut dirs = BTreeSet::new();
+        let mut staging = Staging::default();
         for file in files {
             let staged = layout.dir.join(&file.staged);
             let dest = layout.in_table(&file.dest);
-            fsutil::refuse_symlinks(&layout.table, &dest)?;
-            if !staged.exists() && !dest.exists() {
+            // Before anything is renamed: a checkpoint missing a file is not published in part.
+            if !staging.holds(&staged)? && !dest.exists() {
                 bail!(
                     "checkpoint {} is journaled as complete but its staged file {} is missing and \
                      was never published to {}; the table may have lost rows",
@@ -44,7 +74,12 @@ impl TableStore for LocalTable {
                 .parent()
                 .map(PathBuf::from)
                 .unwrap_or_else(|| layout.table.clone());
-            dirs.insert(dir);
+            // Each directory once (a link planted at a file's own name is refused by the
+            // rename, which follows none).
+            if !dirs.contains(&dir) {
+                fsutil::refuse_symlinks(&layout.table, &dir)?;
+                dirs.insert(dir);
+            }
             moves.push((staged, dest, file.size));
         }
         // Every partition directory, with its name durable in its parent, before anything
@@ -57,26 +92,35 @@ impl TableStore for LocalTable {
             false => None,
         };
         let mid = moves.len().div_ceil(2);
-        for (i, (staged, dest, journaled)) in moves.iter().enumerate() {
-            fsutil::rename_noreplace(staged, dest)?;
-            let size = std::fs::metadata(dest)
-                .with_context(|| format!("cannot stat {}", dest.display()))?
-                .len();
-            if size != *journaled {
-                bail!(
+        let renamed = AtomicUsize::new(0);
+        // From as many threads as there are cores: a 4,000-partition commit spent 60 ms
+        // renaming on one of two.
+        fsutil::each_concurrently(
+            &moves,
+            fsutil::cores(),
+            "ingest-rename",
+            |(staged, dest, journaled)| {
+                fsutil::rename_noreplace(staged, dest)?;
+                let size = std::fs::metadata(dest)
+                    .with_context(|| format!("cannot stat {}", dest.display()))?
+                    .len();
+                if size != *journaled {
+                    bail!(
                     "{} has {size} bytes but checkpoint {} journaled {}; it was not written by this run",
                     dest.display(),
                     checkpoint,
                     journaled
                 );
-            }
-            failpoint::hit("commit.rename.after");
-            if i + 1 == mid {
-                // Some files renamed, the others not (with one file: renamed, its directory
-                // not yet fsynced and the commit not journaled).
-                failpoint::hit("commit.mid");
-            }
-        }
+                }
+                failpoint::hit("commit.rename.after");
+                if renamed.fetch_add(1, Ordering::SeqCst) + 1 == mid {
+                    // Some files renamed, the others not (with one file: renamed, its directory
+                    // not yet fsynced and the commit not journaled).
+                    failpoint::hit("commit.mid");
+                }
+                Ok(())
+            },
+        )?;
         // Survives: a power cut after `Committed(n)` that would otherwise undo the renames.
         // The directories' own names were made durable above.
         match bulk {

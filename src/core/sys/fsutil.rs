@@ -94,7 +94,7 @@ pub(crate) fn sync_concurrently<T: Sync, R: Send>(
 /// Runs `each` on every item from up to `threads` threads (named `name`), and returns
 /// the results in the items' order, or the first error once every thread has stopped
 /// (an error stops the others at their next item).
-fn each_concurrently<T: Sync, R: Send>(
+pub(crate) fn each_concurrently<T: Sync, R: Send>(
     items: &[T],
     threads: usize,
     name: &str,
@@ -151,6 +151,11 @@ fn each_concurrently<T: Sync, R: Send>(
         .into_iter()
         .map(|r| r.ok_or_else(|| anyhow::anyhow!("an item of {name} was skipped")))
         .collect()
+}
+
+/// The cores this process may run on (1 if unknown).
+pub(crate) fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Creates `dir` and any missing parents, fsyncing each parent that gained an entry.
@@ -220,8 +225,7 @@ pub(crate) fn create_dirs_durable<'a>(
         }
     }
     let groups: Vec<Vec<&Path>> = groups.into_values().collect();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    each_concurrently(&groups, cores, "ingest-mkdir", |group| {
+    each_concurrently(&groups, cores(), "ingest-mkdir", |group| {
         group
             .iter()
             .try_for_each(|dir| create_dir_all_unsynced(dir))
@@ -235,17 +239,32 @@ pub(crate) fn create_dirs_durable<'a>(
 /// Creates `dir` and any missing parents without making their names durable; for
 /// [`create_dirs_durable`], which fsyncs their parents before anything names a file in
 /// them.
+///
+/// The `mkdir` comes first and its parents only when it says they are missing: on a
+/// first load each directory is new, and a look before it cost two `statx` per
+/// partition (8,000 of a 4,000-partition commit's 28,000).
 fn create_dir_all_unsynced(dir: &Path) -> Result<()> {
-    if dir.is_dir() {
-        return Ok(());
+    match fs::create_dir(dir) {
+        Ok(()) => {
+            crate::core::sys::failpoint::hit("mkdir.after");
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                Some(parent) => create_dir_all_unsynced(parent)?,
+                None => {
+                    return Err(e)
+                        .with_context(|| format!("cannot create directory {}", dir.display()))
+                }
+            }
+            if create_dir_unsynced(dir)? {
+                crate::core::sys::failpoint::hit("mkdir.after");
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot create directory {}", dir.display())),
     }
-    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        create_dir_all_unsynced(parent)?;
-    }
-    if create_dir_unsynced(dir)? {
-        crate::core::sys::failpoint::hit("mkdir.after");
-    }
-    Ok(())
 }
 
 /// Creates `dir` if it is missing (its parent must exist) without making its name
@@ -455,7 +474,9 @@ pub(crate) fn inode(path: &Path) -> Result<Option<u64>> {
 fn existing_destination(from: &Path, to: &Path) -> Result<Published> {
     use std::os::unix::fs::MetadataExt;
     let a = fs::metadata(from).with_context(|| format!("cannot stat {}", from.display()))?;
-    let b = fs::metadata(to).with_context(|| format!("cannot stat {}", to.display()))?;
+    // Not followed: a link planted at the name is a different file, never the staged one
+    // (whose name would then be removed, leaving its rows reachable only through it).
+    let b = fs::symlink_metadata(to).with_context(|| format!("cannot stat {}", to.display()))?;
     if a.dev() == b.dev() && a.ino() == b.ino() {
         fs::remove_file(from).with_context(|| format!("cannot remove {}", from.display()))?;
         return Ok(Published::AlreadyThere);
