@@ -137,6 +137,13 @@ impl Write for Out {
     }
 }
 
+/// How full a CSV write buffer (or a closed file's pending rows) of `buffer` bytes gets
+/// before it is written out: once a row takes it past this, the eighth left holds that
+/// row without a doubling of the buffer, unless the row is longer.
+pub(crate) fn spill_at(buffer: usize) -> usize {
+    buffer - buffer / 8
+}
+
 /// A staged file's encoder.
 pub(crate) enum Encoder {
     /// Boxed: the CSV writer's state is ten times the size of a `BufWriter`.
@@ -149,7 +156,8 @@ pub(crate) enum Encoder {
 }
 
 impl Encoder {
-    /// An encoder writing `format` to `file` with a `buffer`-byte write buffer.
+    /// An encoder writing `format` to `file` with a `buffer`-byte write buffer (the
+    /// memory it takes; CSV writes it out at [`spill_at`]).
     pub(crate) fn new(
         format: Format,
         compression: Compression,
@@ -161,10 +169,8 @@ impl Encoder {
             Format::Jsonl => Encoder::Json(Box::new(BufWriter::with_capacity(buffer, out))),
             _ => Encoder::Csv(Box::new(CsvOut {
                 out,
-                // Spilled once a row takes it past `buffer`: room for that row (up to
-                // an eighth of it) spares every buffer a doubling.
-                buf: Vec::with_capacity(buffer + buffer / 8),
-                capacity: buffer,
+                buf: Vec::with_capacity(buffer),
+                capacity: spill_at(buffer),
             })),
         })
     }

@@ -298,7 +298,7 @@ impl TableSink {
             let size = self.txn.write_buffer(part);
             if let Some(pending) = self.txn.pending(part) {
                 while let Some((&row, tail)) = rest.split_first() {
-                    if pending.len() >= size {
+                    if pending.len() >= encode::spill_at(size) {
                         break;
                     }
                     encode::push_row(format, pending, &self.layout_cols, batch, row, &self.runs)?;
