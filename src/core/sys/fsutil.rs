@@ -796,6 +796,41 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_over_a_file_is_refused_and_the_file_kept() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let file = root.path().join("country=DE");
+        std::fs::write(&file, b"x").expect("file");
+        let err = create_dir_all_unsynced(&file).expect_err("a file holds the name");
+        assert!(
+            err.to_string().contains("cannot create directory"),
+            "{err:#}"
+        );
+        assert_eq!(std::fs::read(&file).expect("kept"), b"x");
+    }
+
+    #[test]
+    fn a_link_at_the_destination_is_refused_even_to_the_staged_file_itself() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let staged = root.path().join("part.csv.inprogress");
+        std::fs::write(&staged, b"a\n1\n").expect("staged");
+        let dest = root.path().join("part.csv");
+        std::os::unix::fs::symlink(&staged, &dest).expect("link planted");
+        let err = rename_noreplace(&staged, &dest).expect_err("a link holds the name");
+        assert!(err.to_string().contains("refusing to overwrite"), "{err:#}");
+        // The staged file keeps its rows and its name: nothing reaches them only
+        // through the link.
+        assert_eq!(std::fs::read(&staged).expect("kept"), b"a\n1\n");
+        // A name already renamed (a crash's hard link) is still found the same file.
+        std::fs::remove_file(&dest).expect("link removed");
+        std::fs::hard_link(&staged, &dest).expect("linked");
+        assert_eq!(
+            rename_noreplace(&staged, &dest).expect("finished"),
+            Published::AlreadyThere
+        );
+        assert!(!staged.exists());
+    }
+
+    #[test]
     fn an_unsynced_directory_is_created_and_then_found_made() {
         let root = tempfile::tempdir().expect("temp dir");
         let dir = root.path().join("000001");
