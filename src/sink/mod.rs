@@ -665,9 +665,13 @@ impl Flushed for PreCommitted {
         let sizes = match bulk {
             Some(fs_sync) => {
                 fs_sync.sync()?;
-                finished
-                    .iter()
-                    .map(|(open, path, _)| {
+                // From every core: 4,000 files' sizes took 16 ms of the thread the commit
+                // waits for.
+                fsutil::each_concurrently(
+                    &finished,
+                    fsutil::cores(),
+                    "ingest-stat",
+                    |(open, path, _)| {
                         let meta = match open {
                             Some(file) => file.metadata(),
                             None => std::fs::metadata(path),
@@ -675,8 +679,8 @@ impl Flushed for PreCommitted {
                         Ok(meta
                             .with_context(|| format!("cannot stat {}", path.display()))?
                             .len())
-                    })
-                    .collect::<Result<Vec<u64>>>()?
+                    },
+                )?
             }
             None => fsutil::sync_concurrently(&finished, |(open, path, _)| {
                 let reopened;
