@@ -102,3 +102,45 @@ fn recovery_leaves_other_jobs_staging_alone() {
         "after recovery",
     );
 }
+
+#[test]
+fn a_complete_checkpoint_missing_a_staged_file_is_refused_and_none_of_it_published() {
+    let w = Workdir::new();
+    w.fixture("orders");
+    // Checkpoint 1 stages a file per country of its 100 rows, then the run dies with
+    // the checkpoint journaled as complete and nothing published.
+    let load = [
+        "-t",
+        "t",
+        "-p",
+        "country",
+        "--checkpoint-rows",
+        "100",
+        "orders",
+    ];
+    assert!(crashed(
+        &w.run_failing("checkpoint.complete.after:1", &load)
+    ));
+    // Checkpoint 1's (the sinks had begun checkpoint 2's).
+    let staged: Vec<_> = walk(&w.path("t/_ingest"))
+        .into_iter()
+        .filter(|f| {
+            let path = f.to_string_lossy();
+            path.ends_with(".inprogress") && path.contains("/000001/")
+        })
+        .collect();
+    assert!(staged.len() >= 2, "{staged:?}");
+    std::fs::remove_file(&staged[0]).unwrap();
+    let out = w.run(&["-t", "t", "--recover"]);
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("is journaled as complete but its staged file"),
+        "{}",
+        stderr(&out)
+    );
+    // Not published in part: the checkpoint's other files stay staged, the table empty.
+    assert!(table_rows(&w.path("t")).is_empty());
+    for file in &staged[1..] {
+        assert!(file.exists(), "{} was moved", file.display());
+    }
+}

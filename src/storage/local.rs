@@ -207,3 +207,34 @@ impl TableStore for LocalTable {
         Ok((count, rows))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staging_holds_what_its_directory_listed_and_fails_on_what_it_cannot_list() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let dir = root.path().join("000001");
+        std::fs::create_dir(&dir).expect("dir");
+        std::fs::write(dir.join("a.csv.inprogress"), b"x").expect("staged");
+        let mut staging = Staging::default();
+        assert!(staging
+            .holds(&dir.join("a.csv.inprogress"))
+            .expect("listed"));
+        assert!(!staging
+            .holds(&dir.join("b.csv.inprogress"))
+            .expect("listed"));
+        // A directory gone (every file published, the area removed) holds nothing.
+        assert!(!staging
+            .holds(&root.path().join("000002/a.csv.inprogress"))
+            .expect("nothing to list"));
+        // Anything else that stops the listing is an error, not an empty area.
+        let file = root.path().join("000003");
+        std::fs::write(&file, b"not a directory").expect("file");
+        let err = staging
+            .holds(&file.join("a.csv.inprogress"))
+            .expect_err("not a directory");
+        assert!(err.to_string().contains("cannot list"), "{err:#}");
+    }
+}
