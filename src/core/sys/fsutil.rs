@@ -851,6 +851,12 @@ mod tests {
             .expect("nothing there");
         // country=DE, its b=1, and country=FR: not FR's b=1 or b=2.
         assert_eq!(links.seen.len(), 3, "{:?}", links.seen);
+        // A file where a directory goes cannot be looked through: an error, not "missing".
+        std::fs::write(table.join("country=IT"), b"x").expect("file");
+        let err = links
+            .refuse(&table, &table.join("country=IT/b=1"))
+            .expect_err("a file on the way");
+        assert!(err.to_string().contains("cannot stat"), "{err:#}");
         assert!(refuse_symlinks(&table, &root.path().join("outside")).is_err());
     }
 
