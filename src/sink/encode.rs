@@ -540,6 +540,45 @@ mod tests {
     }
 
     #[test]
+    fn a_csv_write_buffer_is_written_out_before_it_must_grow() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.csv");
+        let mut b = RecordBatch::new(2);
+        let value = "x".repeat(100);
+        for i in 0..1000u64 {
+            b.push([i.to_string().as_bytes(), value.as_bytes()], 0, i + 2);
+        }
+        let layout = FileColumns::new(
+            vec![0, 1],
+            vec!["a".into(), "b".into()],
+            &[ColumnType::String; 2],
+        );
+        let mut enc = Encoder::new(
+            Format::Csv,
+            Compression::None,
+            File::create(&path).unwrap(),
+            8192,
+        )
+        .unwrap();
+        let rows: Vec<usize> = (0..1000).collect();
+        enc.write_rows(&layout, &b, &rows, &runs(&layout, &b))
+            .unwrap();
+        let Encoder::Csv(w) = &enc else {
+            panic!("a CSV encoder")
+        };
+        // Rows of about 105 bytes: written out at 7,168 bytes, never past the 8,192
+        // allocated (the allocator's size class, not one twice as large).
+        assert_eq!(w.buf.capacity(), 8192);
+        assert!(w.out.written() > 0);
+        enc.close().unwrap();
+        // Each row: its number, a comma, 100 bytes and a line feed.
+        assert_eq!(
+            std::fs::read(&path).unwrap().len(),
+            1000 * 102 + 10 + 90 * 2 + 900 * 3
+        );
+    }
+
+    #[test]
     fn a_record_wider_than_the_quoting_mask_is_quoted_where_it_must_be() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.csv");
