@@ -56,6 +56,7 @@ pub(crate) fn split(
         ends,
         len: 0,
         n: 0,
+        run: start..start,
     };
     let mut inner_lines = 0;
     let mut quoting = 0u64;
@@ -82,13 +83,13 @@ pub(crate) fn split(
                     }
                     next = specials.next(next + 1)?;
                 }
-                out.push(&input[at..next]);
+                // A doubled quote: the first of the two is the one quote it stands for.
+                let doubled = input.get(next + 1) == Some(&b'"');
+                out.take(input, at..next + usize::from(doubled));
                 at = next + 1;
-                if input.get(at) != Some(&b'"') {
+                if !doubled {
                     break;
                 }
-                // A doubled quote: one quote, and the field goes on after it.
-                out.push(b"\"");
                 special = true;
                 at += 1;
             }
@@ -105,7 +106,7 @@ pub(crate) fn split(
                 }
                 next = specials.next(next + 1)?;
             }
-            out.push(&input[at..next]);
+            out.take(input, at..next);
             at = next;
             comma
         };
@@ -114,13 +115,19 @@ pub(crate) fn split(
         }
         out.end_field();
         match input.get(at) {
-            Some(&b) if b == delimiter => at += 1,
-            Some(b'\n') => at += 1,
-            Some(b'\r') if input.get(at + 1) == Some(&b'\n') => at += 2,
+            // The comma that ends the field is the one stored after it.
+            Some(b',') if delimiter == b',' => out.take(input, at..at + 1),
+            Some(&b) if b == delimiter || b == b'\n' => out.push(input, b","),
+            Some(b'\r') if input.get(at + 1) == Some(&b'\n') => {
+                out.push(input, b",");
+                at += 1;
+            }
             // Text after a closing quote, a bare CR, or the end of the buffer.
             _ => return None,
         }
+        at += 1;
         if input[at - 1] == b'\n' {
+            out.flush(input);
             return Some(Split {
                 consumed: at - start,
                 nfields: out.n,
@@ -132,33 +139,65 @@ pub(crate) fn split(
     }
 }
 
-/// The output buffers, grown as needed.
+/// The output buffers, grown as needed. Bytes that follow each other in the input and
+/// in `fields` alike (unquoted fields with the commas between them, a quoted field's
+/// text) are copied as one run: about four copies for a record of eleven fields with a
+/// quoted one, not twenty-two (the source thread's largest item was `memcpy`, called
+/// for each field and each comma).
 struct Fields<'a> {
     fields: &'a mut Vec<u8>,
     ends: &'a mut Vec<usize>,
-    /// Bytes in `fields`, commas included.
+    /// Bytes in `fields`, commas and `run` included.
     len: usize,
     /// Fields ended.
     n: usize,
+    /// The input bytes that end `fields`, not copied yet.
+    run: std::ops::Range<usize>,
 }
 
 impl Fields<'_> {
-    fn push(&mut self, bytes: &[u8]) {
-        let end = self.len + bytes.len();
-        if end > self.fields.len() {
-            self.fields.resize(end.max(self.fields.len() * 2), 0);
+    /// Appends `input[range]`.
+    fn take(&mut self, input: &[u8], range: std::ops::Range<usize>) {
+        if range.start != self.run.end {
+            self.flush(input);
+            self.run = range.start..range.start;
         }
+        self.len += range.len();
+        self.run.end = range.end;
+    }
+
+    /// Appends `bytes`, which are not in the input.
+    fn push(&mut self, input: &[u8], bytes: &[u8]) {
+        self.flush(input);
+        let end = self.len + bytes.len();
+        self.reserve(end);
         self.fields[self.len..end].copy_from_slice(bytes);
         self.len = end;
     }
 
+    /// Copies the run.
+    fn flush(&mut self, input: &[u8]) {
+        if self.run.is_empty() {
+            return;
+        }
+        self.reserve(self.len);
+        self.fields[self.len - self.run.len()..self.len].copy_from_slice(&input[self.run.clone()]);
+        self.run.start = self.run.end;
+    }
+
+    fn reserve(&mut self, end: usize) {
+        if end > self.fields.len() {
+            self.fields.resize(end.max(self.fields.len() * 2), 0);
+        }
+    }
+
+    /// Ends a field; its comma is appended next.
     fn end_field(&mut self) {
         if self.n == self.ends.len() {
             self.ends.resize((self.n * 2).max(8), 0);
         }
         self.ends[self.n] = self.len - self.n;
         self.n += 1;
-        self.push(b",");
     }
 }
 
