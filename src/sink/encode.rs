@@ -335,21 +335,24 @@ pub(crate) fn push_csv_row(
         }
         match (piece, quoted) {
             (Piece::Stored(first, last), Some(quoted)) => {
-                let span = (u64::MAX >> (63 - last)) & (u64::MAX << first);
-                if quoted & span == 0 {
-                    buf.extend_from_slice(batch.stored_span(row, first, last));
-                    continue;
-                }
-                for field in first..=last {
-                    if field > first {
+                // The fields between two that need quotes are copied in one piece.
+                let mut marked = quoted & (u64::MAX >> (63 - last)) & (u64::MAX << first);
+                let mut from = first;
+                while marked != 0 {
+                    let field = marked.trailing_zeros() as usize;
+                    marked &= marked - 1;
+                    if field > from {
+                        buf.extend_from_slice(batch.stored_span(row, from, field - 1));
                         buf.push(DELIMITER);
                     }
-                    let bytes = batch.stored_span(row, field, field);
-                    if quoted & (1 << field) == 0 {
-                        buf.extend_from_slice(bytes);
-                    } else {
-                        push_quoted(buf, bytes);
+                    push_quoted(buf, batch.stored_span(row, field, field));
+                    if field < last {
+                        buf.push(DELIMITER);
                     }
+                    from = field + 1;
+                }
+                if from <= last {
+                    buf.extend_from_slice(batch.stored_span(row, from, last));
                 }
             }
             (Piece::Stored(first, last), None) => {
