@@ -163,6 +163,28 @@ pub struct RunLog {
 }
 
 impl RunLog {
+    /// Takes one more record of the run into account, as replay does; false for a
+    /// second `RunStarted`, which no run holds.
+    pub fn apply(&mut self, record: Record) -> bool {
+        match record {
+            Record::RunStarted(_) => return false,
+            Record::CheckpointComplete(c) => self.checkpoints.push(c),
+            Record::Committed { checkpoint } => {
+                self.committed.insert(checkpoint);
+            }
+            Record::Quarantined(q) => self.quarantined.push(q),
+            Record::Exchange { partitions } => self.exchange = Some(partitions),
+            Record::Exchanged => self.exchanged = true,
+            Record::RunFinished { .. } => self.finished = true,
+            Record::Aborting => self.aborting = true,
+            Record::Aborted => {
+                self.aborted = true;
+                self.finished = true;
+            }
+        }
+        true
+    }
+
     /// The last completed checkpoint, where a resumed run picks up.
     pub fn last_checkpoint(&self) -> Option<&Checkpoint> {
         self.checkpoints.last()

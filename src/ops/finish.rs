@@ -17,23 +17,32 @@ pub(crate) fn finish(
     journal: &mut Journal,
     manifest: &mut Manifest,
 ) -> Result<RunLog> {
-    let before = journal::replay(&layout.journal())?
+    // Read once, then kept up to date with what this process appends: a journal of
+    // 4,000 partitions' files is about 1 MB of JSON, 12 ms to read again.
+    let mut log = journal::replay(&layout.journal())?
         .log
         .context("the journal lost its run")?;
-    if before.started.options.mode == Mode::OverwritePartitions {
-        crate::table::format(before.started.options.table_format)?.replace_partitions(
+    if log.started.options.mode == Mode::OverwritePartitions {
+        let mut appended = Vec::new();
+        crate::table::format(log.started.options.table_format)?.replace_partitions(
             layout,
-            &before,
-            &mut |record| journal.append(record),
+            &log,
+            &mut |record| {
+                journal.append(record)?;
+                appended.push(record.clone());
+                Ok(())
+            },
         )?;
+        for record in appended {
+            log.apply(record);
+        }
     }
     failpoint::hit("run.finished.before");
-    let rows_written = before.checkpoints.iter().map(|c| c.rows_written).sum();
-    journal.append(&Record::RunFinished { rows_written })?;
+    let rows_written = log.checkpoints.iter().map(|c| c.rows_written).sum();
+    let finished = Record::RunFinished { rows_written };
+    journal.append(&finished)?;
     failpoint::hit("run.finished.after");
-    let log = journal::replay(&layout.journal())?
-        .log
-        .context("the journal lost its run")?;
+    log.apply(finished);
     fold_finished(layout, manifest, &log)?;
     Ok(log)
 }

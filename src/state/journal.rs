@@ -57,21 +57,8 @@ fn run_log(records: Vec<Record>, path: &Path) -> Result<Option<RunLog>> {
         quarantined: Vec::new(),
     };
     for record in records {
-        match record {
-            Record::RunStarted(_) => bail!("journal {} holds two runs", path.display()),
-            Record::CheckpointComplete(c) => log.checkpoints.push(c),
-            Record::Committed { checkpoint } => {
-                log.committed.insert(checkpoint);
-            }
-            Record::Quarantined(q) => log.quarantined.push(q),
-            Record::Exchange { partitions } => log.exchange = Some(partitions),
-            Record::Exchanged => log.exchanged = true,
-            Record::RunFinished { .. } => log.finished = true,
-            Record::Aborting => log.aborting = true,
-            Record::Aborted => {
-                log.aborted = true;
-                log.finished = true;
-            }
+        if !log.apply(record) {
+            bail!("journal {} holds two runs", path.display());
         }
     }
     Ok(Some(log))
