@@ -338,7 +338,7 @@ pub(crate) fn push_csv_row(
                 // The fields between two that need quotes are copied in one piece.
                 let mut marked = quoted & (u64::MAX >> (63 - last)) & (u64::MAX << first);
                 let mut from = first;
-                while marked != 0 {
+                for _ in 0..marked.count_ones() {
                     let field = marked.trailing_zeros() as usize;
                     marked &= marked - 1;
                     if field > from {
