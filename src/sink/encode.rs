@@ -504,6 +504,18 @@ mod tests {
 
     use super::*;
 
+    /// An uncompressed encoder of `format` into a new file at `path`, with a
+    /// `buffer`-byte write buffer.
+    fn encoder_at(path: &std::path::Path, format: Format, buffer: usize) -> Encoder {
+        Encoder::new(
+            format,
+            Compression::None,
+            File::create(path).unwrap(),
+            buffer,
+        )
+        .unwrap()
+    }
+
     fn runs(layout: &FileColumns, batch: &RecordBatch) -> Runs {
         let mut runs = Runs::default();
         runs.find(layout, batch);
@@ -556,13 +568,7 @@ mod tests {
             vec!["a".into(), "b".into()],
             &[ColumnType::String; 2],
         );
-        let mut enc = Encoder::new(
-            Format::Csv,
-            Compression::None,
-            File::create(&path).unwrap(),
-            8192,
-        )
-        .unwrap();
+        let mut enc = encoder_at(&path, Format::Csv, 8192);
         let rows: Vec<usize> = (0..1000).collect();
         enc.write_rows(&layout, &b, &rows, &runs(&layout, &b))
             .unwrap();
@@ -601,13 +607,7 @@ mod tests {
             header.clone(),
             &vec![ColumnType::String; n],
         );
-        let mut enc = Encoder::new(
-            Format::Csv,
-            Compression::None,
-            File::create(&path).unwrap(),
-            1024,
-        )
-        .unwrap();
+        let mut enc = encoder_at(&path, Format::Csv, 1024);
         enc.write_rows(&layout, &b, &[0], &runs(&layout, &b))
             .unwrap();
         enc.close().unwrap();
@@ -691,7 +691,7 @@ mod tests {
             let header: Vec<String> = cols.iter().map(|&i| if i == 1 { "a,b".into() } else { format!("c{i}") }).collect();
             let layout = FileColumns::new(cols.clone(), header.clone(), &vec![ColumnType::String; cols.len()]);
             // A small buffer: rows spill to the file between writes too.
-            let mut enc = Encoder::new(Format::Csv, Compression::None, File::create(&path).unwrap(), 64).unwrap();
+            let mut enc = encoder_at(&path, Format::Csv, 64);
             enc.start(&layout.header).unwrap();
             enc.write_rows(&layout, &b, &(0..rows.len()).collect::<Vec<_>>(), &runs(&layout, &b)).unwrap();
             let cells: Vec<&[u8]> = rows[0].iter().map(Vec::as_slice).collect();
@@ -728,13 +728,7 @@ mod tests {
             ["int", "string", "decimal(5,2)", "bool"].map(|t| t.parse::<ColumnType>().unwrap());
         let names = ["id", "note", "amount", "ok"].map(String::from).to_vec();
         let layout = FileColumns::new(vec![0, 1, 2, 3], names, &types);
-        let mut enc = Encoder::new(
-            Format::Jsonl,
-            Compression::None,
-            File::create(&path).unwrap(),
-            1024,
-        )
-        .unwrap();
+        let mut enc = encoder_at(&path, Format::Jsonl, 1024);
         enc.start(&layout.header).unwrap();
         enc.write_rows(&layout, &b, &[0], &runs(&layout, &b))
             .unwrap();
@@ -772,13 +766,7 @@ mod tests {
             ),
         ] {
             let path = dir.path().join("x");
-            let mut enc = Encoder::new(
-                format,
-                Compression::None,
-                File::create(&path).unwrap(),
-                1024,
-            )
-            .unwrap();
+            let mut enc = encoder_at(&path, format, 1024);
             enc.start(&layout.header).unwrap();
             // Row 0 waits in the write buffer; row 1 was kept encoded, as a closed
             // file keeps it, and must land after it.
