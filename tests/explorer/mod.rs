@@ -91,9 +91,13 @@ pub fn record(dir: &Path, table: &str, invocations: &[Invocation]) -> History {
         stderrs.push(String::from_utf8_lossy(&out.stderr).into_owned());
         let text = std::fs::read_to_string(&trace).expect("trace written");
         recorder.next_process();
-        for call in strace::parse(&text, first_line) {
-            recorder.record(&call);
+        let trace = strace::parse(&text, first_line);
+        for call in &trace.calls {
+            recorder.record(call);
         }
+        recorder.settle(&trace.in_flight, table, || {
+            model::listing_on_disk(&dir, table)
+        });
         first_line += text.lines().count() + 1;
     }
     // Self-check: every operation replayed gives the real table, byte for byte.

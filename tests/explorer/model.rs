@@ -241,6 +241,9 @@ impl Fs {
     }
 }
 
+/// A tree as [`Fs::listing`] gives it.
+pub type Listing = Vec<(String, Option<Vec<u8>>)>;
+
 /// Writes a listing under `root` (which must not hold its top entry).
 pub fn materialise(root: &Path, listing: &[(String, Option<Vec<u8>>)]) {
     for (path, bytes) in listing {
@@ -265,6 +268,7 @@ struct OpenFile {
 }
 
 /// Turns system calls into [`Step`]s, keeping the state every call saw (the page cache).
+#[derive(Clone)]
 pub struct Recorder {
     root: PathBuf,
     pub fs: Fs,
@@ -532,6 +536,58 @@ impl Recorder {
         }
     }
 
+    /// Records the calls of `in_flight` that the table `table` on disk (`on_disk`,
+    /// read when the process that made them is gone) shows were carried out: the
+    /// smallest set of them whose replay gives that table. A kill cuts such calls short
+    /// and strace cannot say which took effect; the disk can. None is recorded if no
+    /// set gives the table on disk (the self-check at the end then reports it).
+    ///
+    /// Each is recorded as returning when its process died, so nothing before that
+    /// made it durable.
+    pub fn settle(&mut self, in_flight: &[Syscall], table: &str, on_disk: impl Fn() -> Listing) {
+        // Calls that change no name and no byte: whether they ran does not show.
+        let inert = [
+            "close",
+            "dup",
+            "dup2",
+            "dup3",
+            "fcntl",
+            "fcntl64",
+            "lseek",
+            "fsync",
+            "fdatasync",
+            "syncfs",
+            "sync",
+        ];
+        let mut calls: Vec<&Syscall> = in_flight
+            .iter()
+            .filter(|c| !inert.contains(&c.name.as_str()))
+            .collect();
+        // As many as a process has threads in a call at once; a bound on the sets tried.
+        calls.truncate(10);
+        if calls.is_empty() {
+            return;
+        }
+        let on_disk = on_disk();
+        if self.fs.listing(table) == on_disk {
+            return;
+        }
+        let mut sets: Vec<u32> = (1..1u32 << calls.len()).collect();
+        sets.sort_by_key(|set| set.count_ones());
+        for set in sets {
+            let mut trial = self.clone();
+            for (i, call) in calls.iter().enumerate() {
+                if set & (1 << i) != 0 {
+                    trial.record(call);
+                }
+            }
+            if trial.fs.listing(table) == on_disk {
+                *self = trial;
+                return;
+            }
+        }
+    }
+
     /// For each step, the index of the first later step that makes it durable (a
     /// `usize::MAX` for one that never became durable).
     pub fn durable_at(&self) -> Vec<usize> {
@@ -581,4 +637,72 @@ fn describe(args: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `-xx` form of a path.
+    fn hex(path: &str) -> String {
+        let escaped: String = path.bytes().map(|b| format!("\\x{b:02x}")).collect();
+        format!("\"{escaped}\"")
+    }
+
+    fn dir(path: &str) -> (String, Option<Vec<u8>>) {
+        (path.to_string(), None)
+    }
+
+    /// A process killed while a `mkdir` and an `openat` of other threads were in
+    /// flight: the disk shows the directory was made and the file was not.
+    fn killed_mid_calls() -> (tempfile::TempDir, Recorder, Vec<Syscall>) {
+        let root = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(root.path().join("t")).expect("mkdir");
+        let mut recorder = Recorder::new(root.path(), "t");
+        let trace = format!(
+            "1 mkdir({}, 0777) = 0\n2 mkdir({}, 0777 <unfinished ...>\n\
+             3 openat(AT_FDCWD, {}, O_WRONLY|O_CREAT, 0666 <unfinished ...>\n\
+             1 +++ killed by SIGABRT +++\n",
+            hex("t/a"),
+            hex("t/b"),
+            hex("t/c"),
+        );
+        let trace = strace::parse(&trace, 0);
+        for call in &trace.calls {
+            recorder.record(call);
+        }
+        (root, recorder, trace.in_flight)
+    }
+
+    #[test]
+    fn calls_in_flight_at_a_kill_are_recorded_as_the_disk_shows() {
+        let (_root, mut recorder, in_flight) = killed_mid_calls();
+        assert_eq!(in_flight.len(), 2);
+        let on_disk = vec![dir("t"), dir("t/a"), dir("t/b")];
+        recorder.settle(&in_flight, "t", || on_disk.clone());
+        assert_eq!(recorder.fs.listing("t"), on_disk);
+        let made: Vec<_> = recorder
+            .steps
+            .iter()
+            .map(|s| (s.end, s.what.clone()))
+            .collect();
+        // The mkdir returned when the process died (line 3), not before.
+        assert_eq!(
+            made,
+            [
+                (0, "mkdir(\"t/a\", 0777)".to_string()),
+                (3, "mkdir(\"t/b\", 0777)".to_string())
+            ]
+        );
+        assert_eq!(recorder.durable_at(), [usize::MAX, usize::MAX]);
+    }
+
+    #[test]
+    fn calls_in_flight_that_no_disk_explains_are_left_out() {
+        let (_root, mut recorder, in_flight) = killed_mid_calls();
+        let before = recorder.fs.clone();
+        recorder.settle(&in_flight, "t", || vec![dir("t"), dir("t/z")]);
+        assert_eq!(recorder.fs, before);
+        assert_eq!(recorder.steps.len(), 1);
+    }
 }

@@ -18,19 +18,33 @@ pub struct Syscall {
     pub end: usize,
 }
 
-/// The system calls of one trace, in the order they returned, except `close`, in the
-/// order it began. `first_line` numbers the trace's lines after those of earlier traces
-/// of the same history.
+/// The system calls of one trace.
+pub struct Trace {
+    /// The calls that returned, in the order they returned, except `close`, in the
+    /// order it began.
+    pub calls: Vec<Syscall>,
+    /// Calls a kill cut short: strace printed no result for them (`= ?`, or a call
+    /// begun and never resumed), so the kernel may or may not have carried them out
+    /// (a `mkdir` on one thread while another thread aborts the process is made, and
+    /// strace never sees it return). Each has the last line of the trace as its end,
+    /// and a write, the length of its buffers as its result.
+    pub in_flight: Vec<Syscall>,
+}
+
+/// The system calls of one trace. `first_line` numbers the trace's lines after those
+/// of earlier traces of the same history.
 ///
 /// A `close` frees its descriptor as it begins, before it flushes and returns: another
 /// thread's `openat` can be given the same number and return first. Taken in return
 /// order, that close would close the new file in the model, and the writes to it would
 /// be lost (seen on a loaded machine: a staged file modelled empty).
-pub fn parse(trace: &str, first_line: usize) -> Vec<Syscall> {
+pub fn parse(trace: &str, first_line: usize) -> Trace {
     let mut pending: HashMap<&str, (String, usize)> = HashMap::new();
-    let mut calls = Vec::new();
+    let (mut calls, mut in_flight) = (Vec::new(), Vec::new());
+    let mut last_line = first_line;
     for (i, line) in trace.lines().enumerate() {
         let line_no = first_line + i;
+        last_line = line_no;
         let Some((pid, rest)) = line.split_once(' ') else {
             continue;
         };
@@ -43,25 +57,57 @@ pub fn parse(trace: &str, first_line: usize) -> Vec<Syscall> {
                 continue;
             };
             let tail = rest.split_once("resumed>").map_or("", |(_, t)| t);
-            let joined = if head.ends_with('(') || tail.starts_with(')') {
-                format!("{head}{}", tail.trim_start())
-            } else {
-                format!("{head} {}", tail.trim_start())
-            };
-            (joined, start)
+            (join(&head, tail), start)
         } else {
             (rest.to_string(), line_no)
         };
-        if let Some(call) = call(&text, start, line_no) {
-            calls.push(call);
+        match call(&text, start, line_no) {
+            Some(Returned::Value(call)) => calls.push(call),
+            Some(Returned::Unknown(call)) => in_flight.push(call),
+            None => {}
+        }
+    }
+    let mut never_resumed: Vec<(String, usize)> = pending.into_values().collect();
+    never_resumed.sort_by_key(|(_, start)| *start);
+    for (head, start) in never_resumed {
+        if let Some(Returned::Unknown(call)) = call(&join(&head, ") = ?"), start, last_line) {
+            in_flight.push(call);
+        }
+    }
+    for call in &mut in_flight {
+        call.end = last_line;
+        if call.name.starts_with("write") || call.name.starts_with("pwrite") {
+            let data = if call.name.ends_with('v') || call.name.ends_with("v2") {
+                all_bytes(call.args.get(1).map_or("", String::as_str))
+            } else {
+                call.args.get(1).and_then(|a| bytes(a)).unwrap_or_default()
+            };
+            call.ret = data.len() as i64;
         }
     }
     calls.sort_by_key(|c| if c.name == "close" { c.start } else { c.end });
-    calls
+    Trace { calls, in_flight }
+}
+
+/// An interrupted call's beginning and the rest of it printed when it resumed.
+fn join(head: &str, tail: &str) -> String {
+    let tail = tail.trim_start();
+    if head.ends_with('(') || tail.starts_with(')') {
+        format!("{head}{tail}")
+    } else {
+        format!("{head} {tail}")
+    }
+}
+
+/// How a call ended, as strace printed it.
+enum Returned {
+    Value(Syscall),
+    /// `= ?`: the process died before the call returned (its `ret` is 0).
+    Unknown(Syscall),
 }
 
 /// `name(args) = ret`, or `None` for signals, exits and failed calls.
-fn call(text: &str, start: usize, end: usize) -> Option<Syscall> {
+fn call(text: &str, start: usize, end: usize) -> Option<Returned> {
     let open = text.find('(')?;
     let name = &text[..open];
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
@@ -70,17 +116,19 @@ fn call(text: &str, start: usize, end: usize) -> Option<Syscall> {
     let (args, close) = split_args(&text[open + 1..])?;
     let after = &text[open + 1 + close + 1..];
     let ret = after.trim_start().strip_prefix('=')?.trim_start();
-    let ret: i64 = ret.split_whitespace().next()?.parse().ok()?;
-    if ret < 0 {
-        return None;
-    }
-    Some(Syscall {
+    let ret = ret.split_whitespace().next()?;
+    let mut call = Syscall {
         name: name.to_string(),
         args,
-        ret,
+        ret: 0,
         start,
         end,
-    })
+    };
+    if ret == "?" {
+        return Some(Returned::Unknown(call));
+    }
+    call.ret = ret.parse().ok()?;
+    (call.ret >= 0).then_some(Returned::Value(call))
 }
 
 /// Splits the text after `(` into top-level arguments; returns them and the index of
@@ -182,7 +230,7 @@ mod tests {
 10 --- SIGABRT {si_signo=SIGABRT} ---
 10 write(4, \"\\x68\\x69\", 2) = 2
 ";
-        let calls = parse(trace, 100);
+        let calls = parse(trace, 100).calls;
         let names: Vec<_> = calls.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["openat", "fsync", "write"]);
         assert_eq!((calls[0].start, calls[0].end), (100, 102));
@@ -196,9 +244,41 @@ mod tests {
 20 <... close resumed>) = 0
 21 write(7, \"\\x7a\", 1) = 1
 ";
-        let names: Vec<_> = parse(reused, 0).into_iter().map(|c| c.name).collect();
+        let names: Vec<_> = parse(reused, 0).calls.into_iter().map(|c| c.name).collect();
         assert_eq!(names, ["close", "openat", "write"]);
         let writev = "[{iov_base=\"\\x61\", iov_len=1}, {iov_base=\"\\x62\\x63\", iov_len=2}]";
         assert_eq!(all_bytes(writev), b"abc");
+    }
+
+    #[test]
+    fn calls_a_kill_cut_short_are_in_flight_not_dropped() {
+        // Thread 31 aborts while 30 is in a mkdir and 32 in a write: strace prints the
+        // mkdir's end with no result and never prints the write's.
+        let trace = "\
+30 mkdir(\"\\x64\", 0777 <unfinished ...>
+32 write(5, \"\\x61\\x62\\x63\", 3 <unfinished ...>
+31 rename(\"\\x61\", \"\\x62\") = 0
+31 --- SIGABRT {si_signo=SIGABRT} ---
+30 <... mkdir resumed>) = ?
+31 +++ killed by SIGABRT +++
+30 unlink(\"\\x65\") = ?
+";
+        let trace = parse(trace, 10);
+        let names: Vec<_> = trace.calls.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["rename"]);
+        let in_flight: Vec<_> = trace
+            .in_flight
+            .iter()
+            .map(|c| (c.name.as_str(), c.start, c.end, c.ret))
+            .collect();
+        assert_eq!(
+            in_flight,
+            [
+                ("mkdir", 10, 16, 0),
+                ("unlink", 16, 16, 0),
+                ("write", 11, 16, 3)
+            ]
+        );
+        assert_eq!(path(&trace.in_flight[0].args[0]).as_deref(), Some("d"));
     }
 }
