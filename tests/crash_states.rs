@@ -251,13 +251,36 @@ fn power_cuts_during_a_load_made_durable_by_syncfs_lose_no_row() {
 /// A load over many partitions: `EXPLORE_PARTITIONS` (140 by default; thousands by
 /// hand, issue 44) in two checkpoints of one row each, on two threads: past the first 50
 /// partitions of a checkpoint (`INGEST_SPREAD_FROM`; 256 without it) a second sink
-/// stages files beside the first, as a load over thousands does, 70 files each: past
-/// the 64 from which a step takes one `syncfs` (no override: the real threshold). Its
-/// commit makes the partition directories side by side before renaming into them
-/// (`create_dirs_durable`).
+/// stages files in a directory of its own beside the first's, as a load over thousands
+/// does, 70 files each: past the 64 from which a step takes one `syncfs` (no override:
+/// the real threshold). Its commit makes the partition directories side by side before
+/// renaming into them (`create_dirs_durable`).
 #[test]
 fn power_cuts_during_a_load_over_many_partitions_lose_no_row() {
     let partitions = setting("EXPLORE_PARTITIONS", 140);
+    two_sinks_load(partitions, &[("INGEST_SPREAD_FROM", "50")], true);
+}
+
+/// Two sinks each staging fewer files than a `syncfs` is worth (30 partitions, spread
+/// from the 10th): each makes its own staging directory durable with fsyncs, of the
+/// directory and of the run's directory that names it, before the journal names a file
+/// in it.
+#[test]
+fn power_cuts_during_a_load_over_two_sinks_made_durable_by_fsyncs_lose_no_row() {
+    two_sinks_load(
+        30,
+        &[
+            ("INGEST_SPREAD_FROM", "10"),
+            ("INGEST_SYNCFS_FROM", "1000000"),
+        ],
+        false,
+    );
+}
+
+/// A load over `partitions` partitions in two checkpoints of one row each on two sinks
+/// (`env` sets where the second takes partitions and where `syncfs` takes over), every
+/// crash state of it explored: `bulk`, whether its steps were made durable by `syncfs`.
+fn two_sinks_load(partitions: u64, env: &[(&str, &str)], bulk: bool) {
     let w = Workdir::new();
     let mut csv = String::from("id,a,b,v\n");
     for i in 0..2 * partitions {
@@ -277,18 +300,30 @@ fn power_cuts_during_a_load_over_many_partitions_lose_no_row() {
         "2",
         "wide",
     ];
-    let history = recorded_load(&w, load, &[("INGEST_SPREAD_FROM", "50")]);
+    let history = recorded_load(&w, load, env);
     // Each sink's preCommit and each commit.
     let syncfs = syncfs_calls(&history);
-    assert!(
-        syncfs >= 6,
-        "{syncfs} syncfs calls: the bulk path was not taken"
-    );
-    // Both sinks wrote files (sink i of 2 numbers its files i, i + 2, …).
+    if bulk {
+        assert!(
+            syncfs >= 6,
+            "{syncfs} syncfs calls: the bulk path was not taken"
+        );
+    } else {
+        assert_eq!(syncfs, 0, "the bulk path was taken");
+    }
+    // Both sinks wrote files (sink i of 2 numbers its files i, i + 2, …), the second in
+    // a staging directory of its own.
     let seqs = published_seqs(&history);
     assert!(
         seqs.iter().any(|n| n % 2 == 0) && seqs.iter().any(|n| n % 2 == 1),
         "the files of one sink only: {seqs:?}"
+    );
+    assert!(
+        history
+            .steps
+            .iter()
+            .any(|s| s.what.starts_with("mkdir") && s.what.contains("/000001.1\"")),
+        "the second sink staged in the first's directory"
     );
     let expected = input_rows(&[w.path("wide")]);
     assert_eq!(expected.len() as u64, 2 * partitions);
@@ -299,7 +334,7 @@ fn power_cuts_during_a_load_over_many_partitions_lose_no_row() {
     // Each state is a recovery and a load over hundreds of partitions (0.3 s): CI
     // checks 100 of the 1,600 distinct states of 100 partitions (the all-lost state of
     // every step first, then mixed ones); `.ci/explore` or `EXPLORE_STATES` more.
-    let what = format!("a load over {partitions} partitions");
+    let what = format!("a load over {partitions} partitions on two sinks");
     explore_with(
         &w,
         &history,

@@ -83,6 +83,13 @@ impl JobLayout {
         self.pending_run(run).join(checkpoint_dir_name(checkpoint))
     }
 
+    /// The staging area of sink `sink`'s share of one checkpoint's transaction
+    /// ([`staging_dir_name`]).
+    pub(crate) fn pending_txn_of(&self, run: &str, checkpoint: u64, sink: usize) -> PathBuf {
+        self.pending_run(run)
+            .join(staging_dir_name(checkpoint, sink))
+    }
+
     /// Stage snapshots of one run.
     pub(crate) fn state_run(&self, run: &str) -> PathBuf {
         self.dir.join("state").join(run)
@@ -151,6 +158,33 @@ pub(crate) fn parse_checkpoint_dir_name(name: &str) -> Option<u64> {
     } else {
         None
     }
+}
+
+/// The directory name of sink `sink`'s staging area of a checkpoint: the checkpoint's
+/// own name for the first sink, `NNNNNN.K` for sink K after it.
+///
+/// Each sink creates its files in a directory of its own: files created in one
+/// directory wait on its lock one after the other, and on an ext4 without a journal
+/// each create there skips every inode freed in the last minute, one buffer lookup
+/// each (a 4,000-partition load just after another table's removal spent 13% of its
+/// samples in `rwsem_spin_on_owner`, the two sinks queued on the one directory).
+pub(crate) fn staging_dir_name(checkpoint: u64, sink: usize) -> String {
+    match sink {
+        0 => checkpoint_dir_name(checkpoint),
+        k => format!("{}.{k}", checkpoint_dir_name(checkpoint)),
+    }
+}
+
+/// Parses a name [`staging_dir_name`] gives back into its checkpoint number.
+pub(crate) fn parse_staging_dir_name(name: &str) -> Option<u64> {
+    let (checkpoint, sink) = match name.split_once('.') {
+        Some((checkpoint, sink)) => (checkpoint, Some(sink)),
+        None => (name, None),
+    };
+    let sink_ok = sink.is_none_or(|k| {
+        !k.is_empty() && !k.starts_with('0') && k.bytes().all(|b| b.is_ascii_digit())
+    });
+    parse_checkpoint_dir_name(checkpoint).filter(|_| sink_ok)
 }
 
 /// The filesystem under the table's directory (its methods: `storage/local.rs`).
@@ -247,4 +281,32 @@ pub(crate) fn unpublish_each(
         }
     }
     Ok((count, rows))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_sinks_staging_area_is_named_by_its_checkpoint_and_parsed_back() {
+        assert_eq!(staging_dir_name(7, 0), "000007");
+        assert_eq!(staging_dir_name(7, 1), "000007.1");
+        assert_eq!(staging_dir_name(1_234_567, 12), "1234567.12");
+        for (checkpoint, sink) in [(1, 0), (7, 1), (1_234_567, 12)] {
+            let name = staging_dir_name(checkpoint, sink);
+            assert_eq!(parse_staging_dir_name(&name), Some(checkpoint), "{name}");
+        }
+        // What no sink names its area: left alone by the cleanup, and reported.
+        for name in [
+            "000007.",
+            "000007.01",
+            "000007.x",
+            "7.1",
+            "000007.1.1",
+            ".1",
+            "abc",
+        ] {
+            assert_eq!(parse_staging_dir_name(name), None, "{name}");
+        }
+    }
 }

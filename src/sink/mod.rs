@@ -485,7 +485,7 @@ impl TableSink {
             // (`perf sched timehist`).
             let runs = txn.dir.parent().unwrap_or(&txn.dir);
             fsutil::create_dir_all_durable(runs)?;
-            fsutil::create_dir_unsynced(&txn.dir)?; // or found made by another sink
+            fsutil::create_dir_unsynced(&txn.dir)?; // or found made by an earlier process
             txn.fs_sync = FsSync::open(&txn.dir)?;
             if !self.ancestors_synced {
                 // Once per process: `pending/RUN` may predate a crash that skipped its fsync.
@@ -497,7 +497,7 @@ impl TableSink {
         let staged_rel = format!(
             "pending/{}/{}/{file_name}{STAGED_SUFFIX}",
             self.run_id,
-            crate::core::layout::checkpoint_dir_name(txn.checkpoint)
+            crate::core::layout::staging_dir_name(txn.checkpoint, self.shard.index)
         );
         let buffer = txn.write_buffer(txn.parts.len());
         let mut writer = match format {
@@ -602,7 +602,7 @@ impl TableSink {
     }
 
     /// abort: discards the open transaction (its checkpoint will never complete): this
-    /// sink's staged files, then the staging area once no other sink's are left in it.
+    /// sink's staged files, then its staging area if nothing else is left in it.
     pub(crate) fn abort(self) -> Result<()> {
         let Transaction { dir, parts, .. } = self.txn;
         let staged: Vec<PathBuf> = parts.into_iter().map(|p| p.staged).collect();

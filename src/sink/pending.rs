@@ -9,7 +9,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::core::layout::{parse_checkpoint_dir_name, JobLayout};
+use crate::core::layout::{parse_checkpoint_dir_name, parse_staging_dir_name, JobLayout};
 use crate::core::sys::fsutil;
 
 /// Removes staging areas and snapshots of checkpoints after `last_complete` (they never
@@ -24,7 +24,7 @@ pub(crate) fn discard_incomplete(
     let mut unknown = Vec::new();
     let pending = layout.pending_run(run);
     for name in list(&pending)? {
-        match parse_checkpoint_dir_name(&name) {
+        match parse_staging_dir_name(&name) {
             Some(n) if n > last_complete => fsutil::remove_dir_all_durable(&pending.join(&name))?,
             // A committed checkpoint's area holds nothing a reader needs once published.
             Some(_) => remove_if_empty(&pending.join(&name))?,

@@ -280,7 +280,7 @@ impl Transaction {
         checkpoint: u64,
         (max_open, share): (usize, SinkShare),
     ) -> Transaction {
-        let dir = layout.pending_txn(run_id, checkpoint);
+        let dir = layout.pending_txn_of(run_id, checkpoint, share.index);
         Transaction::in_dir(dir, checkpoint, (max_open, share))
     }
 
