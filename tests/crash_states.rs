@@ -281,25 +281,9 @@ fn power_cuts_during_a_load_over_two_sinks_made_durable_by_fsyncs_lose_no_row() 
 /// (`env` sets where the second takes partitions and where `syncfs` takes over), every
 /// crash state of it explored: `bulk`, whether its steps were made durable by `syncfs`.
 fn two_sinks_load(partitions: u64, env: &[(&str, &str)], bulk: bool) {
-    let w = Workdir::new();
-    let mut csv = String::from("id,a,b,v\n");
-    for i in 0..2 * partitions {
-        let p = i % partitions;
-        csv.push_str(&format!("{i},{},{},v{i}\n", p % 40, p / 40));
-    }
-    w.write("wide/rows.csv", csv);
+    let w = wide_input(partitions);
     let rows = partitions.to_string();
-    let load: &[&str] = &[
-        "-t",
-        "t",
-        "-p",
-        "a,b",
-        "--checkpoint-rows",
-        &rows,
-        "--threads",
-        "2",
-        "wide",
-    ];
+    let load = &wide_load(&rows);
     let history = recorded_load(&w, load, env);
     // Each sink's preCommit and each commit.
     let syncfs = syncfs_calls(&history);
@@ -342,6 +326,87 @@ fn two_sinks_load(partitions: u64, env: &[(&str, &str)], bulk: bool) {
         &promise,
         &what,
         (&rows_of, 2, 100),
+    );
+}
+
+/// Two rows for each of `partitions` partitions (`a`, `b`) in `wide/rows.csv`.
+fn wide_input(partitions: u64) -> Workdir {
+    let w = Workdir::new();
+    let mut csv = String::from("id,a,b,v\n");
+    for i in 0..2 * partitions {
+        let p = i % partitions;
+        csv.push_str(&format!("{i},{},{},v{i}\n", p % 40, p / 40));
+    }
+    w.write("wide/rows.csv", csv);
+    w
+}
+
+/// The load of [`wide_input`] on two threads, `rows` rows a checkpoint.
+fn wide_load(rows: &str) -> [&str; 9] {
+    [
+        "-t",
+        "t",
+        "-p",
+        "a,b",
+        "--checkpoint-rows",
+        rows,
+        "--threads",
+        "2",
+        "wide",
+    ]
+}
+
+/// Two sinks, each staging in a directory of its own made durable by fsyncs, killed
+/// mid-commit of the second checkpoint, then `--recover`: power cuts anywhere in the
+/// two, the killed process's unsynced operations included.
+#[test]
+fn power_cuts_during_a_recovery_of_two_sinks_lose_no_row() {
+    let w = wide_input(30);
+    let load = &wide_load("30");
+    let env = [
+        ("INGEST_SPREAD_FROM", "10"),
+        ("INGEST_SYNCFS_FROM", "1000000"),
+    ];
+    let history = explorer::record(
+        w.dir.path(),
+        "t",
+        &[
+            Invocation {
+                program: None,
+                args: load,
+                env: &[&env[..], &[("INGEST_FAIL_POINT", "commit.mid:2")]].concat(),
+            },
+            Invocation {
+                program: None,
+                args: &["-t", "t", "--recover"],
+                env: &env,
+            },
+        ],
+    );
+    assert!(
+        !history.statuses[0].success(),
+        "commit.mid:2 was not reached"
+    );
+    assert!(history.statuses[1].success(), "{}", history.stderrs[1]);
+    assert!(
+        history
+            .steps
+            .iter()
+            .any(|s| s.what.starts_with("mkdir") && s.what.contains("/000002.1\"")),
+        "the second sink did not stage checkpoint 2"
+    );
+    let expected = input_rows(&[w.path("wide")]);
+    let promise = Promise {
+        rows: &expected,
+        what: "the recovery",
+    };
+    explore_with(
+        &w,
+        &history,
+        (load, &expected),
+        &promise,
+        "two sinks killed mid-commit, then --recover",
+        (&rows_of, 1, 100),
     );
 }
 
