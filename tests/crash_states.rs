@@ -202,6 +202,15 @@ fn syncfs_calls(history: &History) -> usize {
         .count()
 }
 
+/// Whether `history` makes a directory named `name` (its last path component).
+fn made_dir(history: &History, name: &str) -> bool {
+    let tail = format!("/{name}\"");
+    history
+        .steps
+        .iter()
+        .any(|s| s.what.starts_with("mkdir") && s.what.contains(&tail))
+}
+
 /// The numbers of the part files `history` renames into the table (`…/part-…-SEQ.csv`).
 fn published_seqs(history: &History) -> std::collections::BTreeSet<u64> {
     history
@@ -303,10 +312,7 @@ fn two_sinks_load(partitions: u64, env: &[(&str, &str)], bulk: bool) {
         "the files of one sink only: {seqs:?}"
     );
     assert!(
-        history
-            .steps
-            .iter()
-            .any(|s| s.what.starts_with("mkdir") && s.what.contains("/000001.1\"")),
+        made_dir(&history, "000001.1"),
         "the second sink staged in the first's directory"
     );
     let expected = input_rows(&[w.path("wide")]);
@@ -389,10 +395,7 @@ fn power_cuts_during_a_recovery_of_two_sinks_lose_no_row() {
     );
     assert!(history.statuses[1].success(), "{}", history.stderrs[1]);
     assert!(
-        history
-            .steps
-            .iter()
-            .any(|s| s.what.starts_with("mkdir") && s.what.contains("/000002.1\"")),
+        made_dir(&history, "000002.1"),
         "the second sink did not stage checkpoint 2"
     );
     let expected = input_rows(&[w.path("wide")]);
