@@ -260,8 +260,27 @@ impl TableSink {
         routes.clear();
         let me = self.shard.index as u8;
         let mut mine = 0u64;
+        // Rows written one by one (CSV, JSON lines) into many part files hint the cache
+        // where the rows `HINT_AHEAD`, twice and three times that ahead go, if this sink
+        // has them.
+        let hints = !grouped && self.txn.parts.len() >= HINT_FROM_PARTS;
+        let ahead = |row: usize| {
+            routed
+                .ids
+                .get(row)
+                .zip(routed.owners.get(row))
+                .filter(|(_, &owner)| owner == me)
+                .map(|(&id, _)| id)
+        };
         let written = (|| {
             for (row, (&id, &owner)) in routed.ids.iter().zip(&routed.owners).enumerate() {
+                if hints {
+                    for step in 0..3u8 {
+                        if let Some(id) = ahead(row + (3 - step as usize) * HINT_AHEAD) {
+                            self.txn.hint(id, step);
+                        }
+                    }
+                }
                 if owner != me {
                     continue;
                 }
@@ -613,6 +632,18 @@ impl TableSink {
         fsutil::remove_dir_if_empty_durable(&dir)
     }
 }
+
+/// Rows ahead of the one being written whose part file's buffer end the sink asks the
+/// cache for (twice that ahead, the buffer's description; three times, the part's
+/// entry). Over 4,000 partitions the sinks' user time fell by 17% with 4 or 8, and not
+/// at all with 16, whose lines were gone again by the time their rows came (medians of
+/// 10 alternated runs of `-p country,b`, 2,000,000 orders).
+const HINT_AHEAD: usize = 8;
+
+/// Part files a transaction has before its sink gives cache hints: with fewer, where
+/// each one's buffer ends stays in cache from one of its rows to the next (40
+/// partitions: no gain, 4% more user time).
+const HINT_FROM_PARTS: usize = 256;
 
 /// A transaction whose files are flushed but not yet durable.
 #[derive(Debug)]

@@ -21,6 +21,7 @@ use super::SinkShare;
 use crate::core::layout::JobLayout;
 use crate::core::options::Compression;
 use crate::core::options::Format;
+use crate::core::sys::cache_hint;
 use crate::core::sys::fsutil;
 use crate::core::sys::syncfs::FsSync;
 
@@ -160,6 +161,26 @@ impl Transaction {
         match self.slots.get(id as usize) {
             Some(&slot) if slot > 0 => Some(slot - 1),
             _ => None,
+        }
+    }
+
+    /// Cache hints for a row of partition `id` some rows ahead, in three steps, each
+    /// taking the line the step before brought in: `0` (farthest ahead) the part's entry
+    /// here, `1` its encoder's state ([`Encoder::hint_state`]), `2` the end of its
+    /// buffer ([`Encoder::hint_tail`]). A hint changes nothing.
+    #[inline(always)]
+    pub(super) fn hint(&self, id: u32, step: u8) {
+        let Some(part) = self.part_of(id) else {
+            return;
+        };
+        let Some(file) = self.parts.get(part) else {
+            return;
+        };
+        match (step, &file.writer) {
+            (0, writer) => cache_hint::to_l1(writer),
+            (1, Some(writer)) => writer.hint_state(),
+            (_, Some(writer)) => writer.hint_tail(),
+            (_, None) => {}
         }
     }
 

@@ -17,3 +17,18 @@ fn hint<const LEVEL: i32, T>(value: &T) {
     // and the pointer comes from a live reference anyway.
     unsafe { std::arch::x86_64::_mm_prefetch::<LEVEL>((value as *const T).cast::<i8>()) }
 }
+
+/// Into the first-level cache, the line at `address`: for a place about to be written
+/// that holds no value yet, such as the end of a buffer's bytes. Any address will do,
+/// even one past an allocation: nothing is read from it into the program.
+#[inline(always)]
+pub(crate) fn address_to_l1(address: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it reads nothing into the program and cannot
+    // fault, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address.cast::<i8>())
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = address;
+}
