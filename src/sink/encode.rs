@@ -211,26 +211,35 @@ impl Encoder {
         }
     }
 
-    /// The first of two cache hints for a CSV row on its way here: where this
-    /// encoder's buffer is described. With that in cache, [`Encoder::hint_tail`] can
-    /// find where the buffer ends without waiting.
+    /// The first of two cache hints for rows on their way here: where this encoder's
+    /// buffer is described. With that in cache, [`Encoder::hint_tail`] can find where
+    /// the buffer ends without waiting.
     #[inline(always)]
     pub(crate) fn hint_state(&self) {
-        if let Encoder::Csv(w) = self {
-            cache_hint::to_l1(&w.buf);
+        match self {
+            Encoder::Csv(w) => cache_hint::to_l1(&w.buf),
+            #[cfg(feature = "parquet")]
+            Encoder::Parquet(p) => p.hint_state(),
+            Encoder::Json(_) => {}
         }
     }
 
-    /// The second hint: the end of the buffer, where the row goes (two lines of it: a
-    /// row is about 100 bytes). A load over thousands of partitions writes each row
-    /// into a buffer of its own that has left the cache since its last row; the hints,
-    /// given rows ahead, overlap those misses instead of taking them one at a time.
+    /// The second hint: the end of the buffer, where the rows go (for CSV, two lines
+    /// of it: a row is about 100 bytes). A load over thousands of partitions writes
+    /// each row into a buffer of its own that has left the cache since its last row;
+    /// the hints, given rows ahead, overlap those misses instead of taking them one at
+    /// a time.
     #[inline(always)]
     pub(crate) fn hint_tail(&self) {
-        if let Encoder::Csv(w) = self {
-            let end = w.buf.as_ptr().wrapping_add(w.buf.len());
-            cache_hint::address_to_l1(end);
-            cache_hint::address_to_l1(end.wrapping_add(64));
+        match self {
+            Encoder::Csv(w) => {
+                let end = w.buf.as_ptr().wrapping_add(w.buf.len());
+                cache_hint::address_to_l1(end);
+                cache_hint::address_to_l1(end.wrapping_add(64));
+            }
+            #[cfg(feature = "parquet")]
+            Encoder::Parquet(p) => p.hint_tail(),
+            Encoder::Json(_) => {}
         }
     }
 

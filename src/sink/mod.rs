@@ -260,10 +260,9 @@ impl TableSink {
         routes.clear();
         let me = self.shard.index as u8;
         let mut mine = 0u64;
-        // Rows written one by one (CSV, JSON lines) into many part files hint the cache
-        // where the rows `HINT_AHEAD`, twice and three times that ahead go, if this sink
-        // has them.
-        let hints = !grouped && self.txn.parts.len() >= HINT_FROM_PARTS;
+        // Rows written into many part files hint the cache where the rows (or, grouped,
+        // the parts) `HINT_AHEAD`, twice and three times that ahead go.
+        let hints = self.txn.parts.len() >= HINT_FROM_PARTS;
         let ahead = |row: usize| {
             routed
                 .ids
@@ -272,12 +271,13 @@ impl TableSink {
                 .filter(|(_, &owner)| owner == me)
                 .map(|(&id, _)| id)
         };
-        let written = (|| {
+        let written = (|| -> Result<()> {
             for (row, (&id, &owner)) in routed.ids.iter().zip(&routed.owners).enumerate() {
-                if hints {
+                if hints && !grouped {
                     for step in 0..3u8 {
-                        if let Some(id) = ahead(row + (3 - step as usize) * HINT_AHEAD) {
-                            self.txn.hint(id, step);
+                        let id = ahead(row + (3 - step as usize) * HINT_AHEAD);
+                        if let Some(part) = id.and_then(|id| self.txn.part_of(id)) {
+                            self.txn.hint(part, step);
                         }
                     }
                 }
@@ -296,9 +296,17 @@ impl TableSink {
                 }
             }
             routes.group();
-            routes
-                .groups()
-                .try_for_each(|(part, rows)| self.write_rows(batch, part, rows))
+            for (i, (part, rows)) in routes.groups().enumerate() {
+                if hints {
+                    for step in 0..3u8 {
+                        if let Some(part) = routes.part_at(i + (3 - step as usize) * HINT_AHEAD) {
+                            self.txn.hint(part, step);
+                        }
+                    }
+                }
+                self.write_rows(batch, part, rows)?;
+            }
+            Ok(())
         })();
         self.routes = routes;
         written?;

@@ -46,7 +46,7 @@ use crate::core::canonical;
 use crate::core::options::Compression;
 use crate::core::pressure;
 use crate::core::schema::ColumnType;
-use crate::core::sys::fsutil;
+use crate::core::sys::{cache_hint, fsutil};
 
 /// Rows buffered in the Arrow builders before they go to the Parquet writer.
 const ARROW_BATCH_ROWS: usize = 8192;
@@ -752,6 +752,22 @@ impl ParquetPart {
         match &self.encoder {
             Some((id, encoder)) => Ok((*id, encoder)),
             None => bail!("the Parquet part has no encoder"),
+        }
+    }
+
+    /// The first of the sink's two cache hints for rows on their way here (see
+    /// `Encoder::hint_state`): where the rows the part holds are described.
+    #[inline(always)]
+    pub(crate) fn hint_state(&self) {
+        cache_hint::to_l1(&self.held);
+    }
+
+    /// The second: where the rows' values and their ends go, if the part copies rows
+    /// as they are (its first parts go straight into the Arrow builders instead).
+    #[inline(always)]
+    pub(crate) fn hint_tail(&self) {
+        if let Held::Rows(rows) = &self.held {
+            rows.hint_tail();
         }
     }
 

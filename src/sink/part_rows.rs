@@ -14,6 +14,7 @@
 use anyhow::{bail, Result};
 
 use crate::core::batch::{ColumnView, RecordBatch};
+use crate::core::sys::cache_hint;
 
 /// Rows of one part, laid out as a record batch lays out its stored fields (so the
 /// builders read them through the same [`ColumnView`]): each value followed by one
@@ -82,6 +83,13 @@ impl PartRows {
             bail!("a Parquet part's rows exceed 4 GiB before they are encoded");
         }
         Ok(())
+    }
+
+    /// Cache hints for the next row: where its values and their ends go.
+    #[inline(always)]
+    pub(crate) fn hint_tail(&self) {
+        cache_hint::address_to_l1(self.data.as_ptr().wrapping_add(self.data.len()));
+        cache_hint::address_to_l1(self.ends.as_ptr().wrapping_add(self.ends.len()).cast());
     }
 
     /// Column `col` of the rows, for the Arrow builders.

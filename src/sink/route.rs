@@ -59,6 +59,11 @@ impl Routes {
         }
     }
 
+    /// The part of the `group`th group, if there is one.
+    pub(super) fn part_at(&self, group: usize) -> Option<usize> {
+        self.groups.get(group).map(|&(part, _)| part)
+    }
+
     /// Each part with its rows, in the order of the parts' first rows.
     pub(super) fn groups(&self) -> impl Iterator<Item = (usize, &[usize])> + '_ {
         let mut start = 0;

@@ -164,15 +164,12 @@ impl Transaction {
         }
     }
 
-    /// Cache hints for a row of partition `id` some rows ahead, in three steps, each
+    /// Cache hints for rows of part file `part` some rows ahead, in three steps, each
     /// taking the line the step before brought in: `0` (farthest ahead) the part's entry
-    /// here, `1` its encoder's state ([`Encoder::hint_state`]), `2` the end of its
-    /// buffer ([`Encoder::hint_tail`]). A hint changes nothing.
+    /// here, `1` its encoder's state ([`Encoder::hint_state`]), `2` where its rows go
+    /// ([`Encoder::hint_tail`]). A hint changes nothing.
     #[inline(always)]
-    pub(super) fn hint(&self, id: u32, step: u8) {
-        let Some(part) = self.part_of(id) else {
-            return;
-        };
+    pub(super) fn hint(&self, part: usize, step: u8) {
         let Some(file) = self.parts.get(part) else {
             return;
         };
