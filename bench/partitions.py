@@ -20,7 +20,7 @@ of all samples in `recently_deleted`): a cost of the bench, not of loading. `--r
 needs about 7 GB free where the tables go. The ratio is DuckDB's time over ingest's in
 each round (median), so above 1 means ingest was faster. Peak RSS is the median of
 ingest's runs. Files is what each tool left in the table (ingest's `_ingest/` state
-aside).
+aside). Each round's two times go to stderr.
 """
 import argparse, glob, os, shutil, statistics, subprocess, sys
 
@@ -108,6 +108,11 @@ def main():
                     walls[tool].append(wall)
                     if tool == "ingest":
                         rss.append(kb)
+            # Each round on stderr: on a shared VM either tool's time swings by a third
+            # from one minute to the next, and the rounds show which one moved.
+            print(f"{name} rounds (ingest / DuckDB, s): " + ", ".join(
+                f"{o:.2f} / {t:.2f}" for o, t in zip(walls["ingest"], walls["duckdb"])),
+                file=sys.stderr, flush=True)
             ratio = statistics.median(t / o for o, t in zip(walls["ingest"], walls["duckdb"]))
             print(f"| {name} | {statistics.median(walls['ingest']):.2f} s "
                   f"| {statistics.median(walls['duckdb']):.2f} s | {ratio:.2f}x "

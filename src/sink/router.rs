@@ -447,6 +447,36 @@ mod tests {
         assert_eq!(r.ids, [0, 1, 2, 3, 0, 4, 1]);
     }
 
+    proptest::proptest! {
+        /// Ids are the keys' order of first appearance, whatever the columns' values
+        /// share: a few short values over one to four columns make every kind of
+        /// overlap between the codes of one column, of the columns so far, and ids.
+        #[test]
+        fn ids_number_the_keys_in_order_of_first_appearance(
+            columns in 1usize..=4,
+            rows in proptest::collection::vec(proptest::collection::vec(0usize..4, 4), 1..200),
+        ) {
+            const VALUES: [&str; 4] = ["", "a", "b", "ab"];
+            let mut b = RecordBatch::new(columns);
+            for (i, row) in rows.iter().enumerate() {
+                b.push(row[..columns].iter().map(|&v| VALUES[v].as_bytes()), 0, i as u64 + 2);
+            }
+            let mut router = Router::new((0..columns).collect(), 2);
+            let Work::Batch(routed) = router.route(Msg::Batch(b)) else {
+                panic!("a batch routed as a barrier");
+            };
+            let mut first_seen: HashMap<&[usize], u32> = HashMap::new();
+            let want: Vec<u32> = rows
+                .iter()
+                .map(|row| {
+                    let next = first_seen.len() as u32;
+                    *first_seen.entry(&row[..columns]).or_insert(next)
+                })
+                .collect();
+            proptest::prop_assert_eq!(&routed.ids, &want);
+        }
+    }
+
     #[test]
     fn without_partition_columns_every_row_has_one_id() {
         let mut router = Router::new(Vec::new(), 4);
