@@ -89,8 +89,7 @@ impl Router {
     pub(crate) fn new(partition_cols: Vec<usize>, sinks: usize) -> Router {
         let sinks = sinks.clamp(1, MAX_SINKS);
         Router {
-            // No partition column: one partition, as if one column were always empty.
-            keys: Keys::new(partition_cols.len().max(1)),
+            keys: Keys::new(partition_cols.len()),
             partition_cols,
             sinks,
             owner: Vec::new(),
@@ -236,7 +235,8 @@ struct Keys {
 }
 
 impl Keys {
-    /// Keys of `columns` columns (at least one).
+    /// Keys of `columns` columns. No partition column is one partition, as if one
+    /// column were always empty.
     fn new(columns: usize) -> Keys {
         Keys {
             values: (0..columns.max(1)).map(|_| HashMap::default()).collect(),
@@ -260,7 +260,7 @@ impl Keys {
     /// (whose code is `before`), if the key has one.
     fn id(&self, before: u32, value: &[u8]) -> Option<u32> {
         match self.values.len() {
-            0 | 1 => self.values.first()?.get(value).copied(),
+            1 => self.values[0].get(value).copied(),
             n => {
                 let code = *self.values[n - 1].get(value)?;
                 self.pairs[n - 2].get(&pair(before, code)).copied()
@@ -271,7 +271,6 @@ impl Keys {
     /// Records `id` as the partition id of the key [`Keys::id`] did not find.
     fn insert(&mut self, before: u32, value: &[u8], id: u32) {
         match self.values.len() {
-            0 => {}
             1 => {
                 self.values[0].insert(value.to_vec(), id);
             }
