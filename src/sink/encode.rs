@@ -138,6 +138,14 @@ impl Write for Out {
     }
 }
 
+/// Cache hints for the two lines after `bytes`, where the next row goes.
+#[inline(always)]
+fn lines_after(bytes: &[u8]) {
+    let end = bytes.as_ptr().wrapping_add(bytes.len());
+    cache_hint::address_to_l1(end);
+    cache_hint::address_to_l1(end.wrapping_add(64));
+}
+
 /// How full a CSV write buffer (or a closed file's pending rows) of `buffer` bytes gets
 /// before it is written out: once a row takes it past this, the eighth left holds that
 /// row without a doubling of the buffer, unless the row is longer.
@@ -218,28 +226,24 @@ impl Encoder {
     pub(crate) fn hint_state(&self) {
         match self {
             Encoder::Csv(w) => cache_hint::to_l1(&w.buf),
+            Encoder::Json(w) => cache_hint::to_l1(&**w),
             #[cfg(feature = "parquet")]
             Encoder::Parquet(p) => p.hint_state(),
-            Encoder::Json(_) => {}
         }
     }
 
-    /// The second hint: the end of the buffer, where the rows go (for CSV, two lines
-    /// of it: a row is about 100 bytes). A load over thousands of partitions writes
+    /// The second hint: the end of the buffer, where the rows go (for CSV and JSON
+    /// lines, two lines of it: a row is about 100 bytes). A load over thousands of partitions writes
     /// each row into a buffer of its own that has left the cache since its last row;
     /// the hints, given rows ahead, overlap those misses instead of taking them one at
     /// a time.
     #[inline(always)]
     pub(crate) fn hint_tail(&self) {
         match self {
-            Encoder::Csv(w) => {
-                let end = w.buf.as_ptr().wrapping_add(w.buf.len());
-                cache_hint::address_to_l1(end);
-                cache_hint::address_to_l1(end.wrapping_add(64));
-            }
+            Encoder::Csv(w) => lines_after(&w.buf),
+            Encoder::Json(w) => lines_after(w.buffer()),
             #[cfg(feature = "parquet")]
             Encoder::Parquet(p) => p.hint_tail(),
-            Encoder::Json(_) => {}
         }
     }
 
