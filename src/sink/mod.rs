@@ -261,7 +261,7 @@ impl TableSink {
         let me = self.shard.index as u8;
         let mut mine = 0u64;
         // Rows written into many part files hint the cache where the rows (or, grouped,
-        // the parts) `HINT_AHEAD`, twice and three times that ahead go.
+        // the parts) some way ahead go (`Transaction::hint_ahead`).
         let hints = self.txn.parts.len() >= HINT_FROM_PARTS;
         let ahead = |row: usize| {
             routed
@@ -274,12 +274,8 @@ impl TableSink {
         let written = (|| -> Result<()> {
             for (row, (&id, &owner)) in routed.ids.iter().zip(&routed.owners).enumerate() {
                 if hints && !grouped {
-                    for step in 0..3u8 {
-                        let id = ahead(row + (3 - step as usize) * HINT_AHEAD);
-                        if let Some(part) = id.and_then(|id| self.txn.part_of(id)) {
-                            self.txn.hint(part, step);
-                        }
-                    }
+                    let txn = &self.txn;
+                    txn.hint_ahead(row, |r| ahead(r).and_then(|id| txn.part_of(id)));
                 }
                 if owner != me {
                     continue;
@@ -298,11 +294,7 @@ impl TableSink {
             routes.group();
             for (i, (part, rows)) in routes.groups().enumerate() {
                 if hints {
-                    for step in 0..3u8 {
-                        if let Some(part) = routes.part_at(i + (3 - step as usize) * HINT_AHEAD) {
-                            self.txn.hint(part, step);
-                        }
-                    }
+                    self.txn.hint_ahead(i, |g| routes.part_at(g));
                 }
                 self.write_rows(batch, part, rows)?;
             }
@@ -640,13 +632,6 @@ impl TableSink {
         fsutil::remove_dir_if_empty_durable(&dir)
     }
 }
-
-/// Rows ahead of the one being written whose part file's buffer end the sink asks the
-/// cache for (twice that ahead, the buffer's description; three times, the part's
-/// entry). Over 4,000 partitions the sinks' user time fell by 17% with 4 or 8, and not
-/// at all with 16, whose lines were gone again by the time their rows came (medians of
-/// 10 alternated runs of `-p country,b`, 2,000,000 orders).
-const HINT_AHEAD: usize = 8;
 
 /// Part files a transaction has before its sink gives cache hints: with fewer, where
 /// each one's buffer ends stays in cache from one of its rows to the next (40

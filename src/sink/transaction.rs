@@ -112,6 +112,13 @@ pub(super) fn open_cap(limit: Option<u64>, sinks: usize, compressed: bool) -> us
     share.clamp(MIN_OPEN, most)
 }
 
+/// Rows ahead of the one being written whose part file's buffer end the sink asks the
+/// cache for (twice that ahead, the buffer's description; three times, the part's
+/// entry). Over 4,000 partitions the sinks' user time fell by 17% with 4 or 8, and not
+/// at all with 16, whose lines were gone again by the time their rows came (medians of
+/// 10 alternated runs of `-p country,b`, 2,000,000 orders).
+const HINT_AHEAD: usize = 8;
+
 /// The write buffer of a checkpoint's first staged files.
 const WRITE_BUFFER: usize = 64 * 1024;
 /// The write buffer of a staged file once a checkpoint has many partitions.
@@ -178,6 +185,18 @@ impl Transaction {
             (1, Some(writer)) => writer.hint_state(),
             (_, Some(writer)) => writer.hint_tail(),
             (_, None) => {}
+        }
+    }
+
+    /// The three hints of [`Transaction::hint`] for the rows (or groups of rows) at
+    /// `at` plus one, two and three times [`HINT_AHEAD`], whose part files `part_at`
+    /// gives (`None`: not this sink's, or no such row).
+    #[inline(always)]
+    pub(super) fn hint_ahead(&self, at: usize, part_at: impl Fn(usize) -> Option<usize>) {
+        for step in 0..3u8 {
+            if let Some(part) = part_at(at + (3 - step as usize) * HINT_AHEAD) {
+                self.hint(part, step);
+            }
         }
     }
 
