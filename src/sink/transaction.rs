@@ -123,7 +123,8 @@ const HINT_AHEAD: usize = 8;
 const WRITE_BUFFER: usize = 64 * 1024;
 /// The write buffer of a staged file once a checkpoint has many partitions.
 const SMALL_WRITE_BUFFER: usize = 16 * 1024;
-/// The write buffer once it has more than 512: 4,096 files open take 39 MiB.
+/// The write buffer once it has more than 512: 4,096 plain CSV files open take 49 MiB
+/// (their buffers a quarter larger, `encode.rs`).
 ///
 /// Not smaller: on ext4 a `write` of 4 KiB cost as much system time per byte as two of
 /// 8 KiB, and four of 16 KiB (232 MB into 4,000 files: 0.27 s, 0.17 s, 0.11 s; a
@@ -133,9 +134,11 @@ const SMALL_WRITE_BUFFER: usize = 16 * 1024;
 const TINY_WRITE_BUFFER: usize = 8 * 1024;
 
 /// The write buffer of the checkpoint's staged file numbered `seq` (0-based, counting
-/// every sink's files: [`Transaction::seq`]): the memory it takes, a power of two so
-/// that the allocator rounds nothing up; it is written out once it holds
-/// [`encode::spill_at`] of that.
+/// every sink's files: [`Transaction::seq`]): a power of two. A compressed file's or a
+/// JSON lines file's takes that memory and is written out once it holds
+/// [`encode::spill_at`] of it; a plain CSV file's takes a quarter more and is written
+/// out in whole pages once it holds that much (both sizes the allocator rounds nothing
+/// up from).
 pub(super) fn write_buffer(seq: usize) -> usize {
     match seq {
         0..64 => WRITE_BUFFER,
