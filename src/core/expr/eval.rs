@@ -28,6 +28,11 @@ fn read<'b>(batch: &'b RecordBatch, row: usize, col: usize, ty: Ty) -> Result<Va
                 return Ok(Value::Ts(ts));
             }
         }
+        Ty::Int => {
+            if let Some(n) = plain_int(bytes) {
+                return Ok(Value::Int(n));
+            }
+        }
         _ => {}
     }
     let text = String::from_utf8_lossy(bytes);
@@ -40,6 +45,30 @@ fn read<'b>(batch: &'b RecordBatch, row: usize, col: usize, ty: Ty) -> Result<Va
         Ty::Date => Value::Date(text.parse().map_err(|e| bad(&e))?),
         Ty::Ts => Value::Ts(text.parse().map_err(|e| bad(&e))?),
     })
+}
+
+/// An integer written as a cast writes one (an optional `-`, then up to 18 digits, so
+/// that it cannot overflow), read without `str::parse` and the UTF-8 check before it;
+/// `None` for any other text, which `str::parse` then reads or rejects. A derived
+/// bucket (`customer_id % 100`) read each row's id through both: 4% of a 4,000-partition
+/// load's samples, with the formatting of the result.
+pub(super) fn plain_int(bytes: &[u8]) -> Option<i64> {
+    let (negative, digits) = match bytes {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, bytes),
+    };
+    if digits.is_empty() || digits.len() > 18 {
+        return None;
+    }
+    let mut n: i64 = 0;
+    for &b in digits {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        n = n * 10 + i64::from(digit);
+    }
+    Some(if negative { -n } else { n })
 }
 
 fn as_f64(v: &Value) -> Option<f64> {

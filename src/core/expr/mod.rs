@@ -82,7 +82,7 @@ impl Value<'_> {
         let _ = match self {
             Value::Null => return false,
             Value::Bool(b) => write!(out, "{b}"),
-            Value::Int(n) => write!(out, "{n}"),
+            Value::Int(n) => out.write_all(itoa::Buffer::new().format(*n).as_bytes()),
             Value::Float(f) => write!(out, "{f}"),
             Value::Str(s) => out.write_all(s.as_bytes()),
             Value::Date(d) => return canonical::write_date(*d, out),

@@ -175,6 +175,30 @@ proptest! {
         }
     }
 
+    /// An integer column's text is read without `str::parse` where it can be, and then
+    /// to the same value; the text of an integer result is what `Display` writes.
+    #[test]
+    fn integers_read_and_written_as_rust_reads_and_writes_them(
+        n in prop_oneof![any::<i64>(), -10_000i64..10_000],
+        text in "[-+]?[0-9]{0,20}|[-+0-9a ]{0,6}",
+    ) {
+        let written = n.to_string();
+        let digits = written.trim_start_matches('-').len();
+        prop_assert_eq!(super::eval::plain_int(written.as_bytes()), (digits <= 18).then_some(n));
+        if let Some(read) = super::eval::plain_int(text.as_bytes()) {
+            prop_assert_eq!(Ok(read), text.parse::<i64>(), "{:?}", text);
+        }
+        for text in [written.as_str(), text.as_str()] {
+            let e = Expr::compile("id", &schema()).unwrap();
+            let b = batch(&[[Some(text), None, None, None, None, None]]);
+            let got = e.eval(&b, 0).ok();
+            prop_assert_eq!(got, text.parse::<i64>().ok().map(Value::Int), "{:?}", text);
+        }
+        let mut out = Vec::new();
+        prop_assert!(Value::Int(n).write_text(&mut out));
+        prop_assert_eq!(out, written.into_bytes());
+    }
+
     #[test]
     fn integer_arithmetic_matches_checked_rust(a in -1000i64..1000, b in -1000i64..1000) {
         let b_row = batch(&[[Some(&a.to_string()), None, None, None, None, None]]);
