@@ -123,7 +123,7 @@ const HINT_AHEAD: usize = 8;
 const WRITE_BUFFER: usize = 64 * 1024;
 /// The write buffer of a staged file once a checkpoint has many partitions.
 const SMALL_WRITE_BUFFER: usize = 16 * 1024;
-/// The write buffer once it has more than 512: 4,096 plain CSV files open take 49 MiB
+/// The write buffer once it has more than 512: 4,096 uncompressed files open take 49 MiB
 /// (their buffers a quarter larger, `encode.rs`).
 ///
 /// Not smaller: on ext4 a `write` of 4 KiB cost as much system time per byte as two of
@@ -134,11 +134,10 @@ const SMALL_WRITE_BUFFER: usize = 16 * 1024;
 const TINY_WRITE_BUFFER: usize = 8 * 1024;
 
 /// The write buffer of the checkpoint's staged file numbered `seq` (0-based, counting
-/// every sink's files: [`Transaction::seq`]): a power of two. A compressed file's or a
-/// JSON lines file's takes that memory and is written out once it holds
-/// [`encode::spill_at`] of it; a plain CSV file's takes a quarter more and is written
-/// out in whole pages once it holds that much (both sizes the allocator rounds nothing
-/// up from).
+/// every sink's files: [`Transaction::seq`]): a power of two. A compressed file's takes
+/// that memory and is written out once it holds [`encode::spill_at`] of it; an
+/// uncompressed one's takes a quarter more and is written out in whole pages once it
+/// holds that much (both sizes the allocator rounds nothing up from).
 pub(super) fn write_buffer(seq: usize) -> usize {
     match seq {
         0..64 => WRITE_BUFFER,
