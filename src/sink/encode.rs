@@ -719,6 +719,30 @@ mod tests {
     }
 
     #[test]
+    fn a_small_buffer_is_written_out_whole_at_seven_eighths() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.csv");
+        let mut b = RecordBatch::new(2);
+        let value = "x".repeat(100);
+        for i in 0..20u64 {
+            b.push([i.to_string().as_bytes(), value.as_bytes()], 0, i + 2);
+        }
+        let layout = FileColumns::new(
+            vec![0, 1],
+            vec!["a".into(), "b".into()],
+            &[ColumnType::String; 2],
+        );
+        // Less than two pages: no page to keep the rest of, so all of it goes at 896.
+        let mut enc = encoder_at(&path, Format::Csv, 1024);
+        let rows: Vec<usize> = (0..9).collect();
+        enc.write_rows(&layout, &b, &rows, &runs(&layout, &b))
+            .unwrap();
+        // Nine rows of 103 bytes (one digit, a comma, 100 bytes, a line feed).
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 9 * 103);
+        assert_eq!(enc.written(), 9 * 103);
+    }
+
+    #[test]
     fn a_compressed_file_is_written_out_whole_at_seven_eighths() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.csv.gz");
